@@ -1,0 +1,129 @@
+"""``azhpc bench selfplay``: how close self-play comes to the network's own speed, measured in one run.
+
+It plays games with a config's network (random weights) for a while, then times the same network alone at
+the mean batch size the search produced, in the same process. The headline is the ratio of evaluations per
+second inside self-play to that raw rate: 1.0 means Python costs nothing. It also reports CPU microseconds
+per simulation outside the network and the time split, and the bytes per position of a shard written from
+the games played.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .encoding import num_planes
+from .selfplay import GameSpec, SelfPlayEngine
+
+
+@dataclass
+class SelfPlayBench:
+    config: str
+    device: str
+    games_in_flight: int
+    seconds: float
+    simulations: int
+    simulations_per_s: float
+    evaluations: int
+    evaluations_per_s: float
+    positions: int
+    positions_per_s: float
+    mean_batch: float
+    raw_evaluations_per_s: float
+    ratio: float  # evaluations_per_s / raw_evaluations_per_s
+    cpu_us_per_simulation_outside_network: float
+    share_network: float
+    share_rules: float
+    share_tree: float
+    share_encoding: float
+    shard_io_s: float
+    bytes_per_position: float
+
+    def render(self) -> str:
+        lines = [
+            f"config {self.config} on {self.device}, {self.games_in_flight} games in flight, {self.seconds:.1f} s",
+            f"simulations/s            {self.simulations_per_s:10.1f}",
+            f"positions/s              {self.positions_per_s:10.2f}  ({self.positions} recorded)",
+            f"network evaluations/s    {self.evaluations_per_s:10.1f}  (mean batch {self.mean_batch:.1f})",
+            f"raw network evals/s      {self.raw_evaluations_per_s:10.1f}  (same batch, same process)",
+            f"ratio                    {self.ratio:10.3f}",
+            f"CPU us/sim outside net   {self.cpu_us_per_simulation_outside_network:10.1f}",
+            f"time split               network {self.share_network:.1%}, chess rules {self.share_rules:.1%}, "
+            f"tree {self.share_tree:.1%}, encoding {self.share_encoding:.1%}",
+            f"shard IO                 {self.shard_io_s * 1000:.1f} ms, {self.bytes_per_position:.1f} bytes/position",
+        ]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) -> float:
+    """Evaluations per second of ``evaluator`` alone on random planes of ``batch`` positions."""
+    rng = np.random.default_rng(0)
+    planes = (rng.random((batch, num_planes(history), 8, 8)) < 0.1).astype(np.float32)
+    evaluator.evaluate(planes)  # warm-up
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        evaluator.evaluate(planes)
+        n += batch
+    return n / (time.perf_counter() - t0)
+
+
+def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds: float = 30.0,
+                   warmup_s: float = 3.0, evaluator=None) -> SelfPlayBench:
+    from .inference import TorchEvaluator, pick_device
+    from .model import build_model
+    from .shards import records_to_arrays, write_shard
+
+    dev = pick_device(device)
+    if evaluator is None:
+        evaluator = TorchEvaluator(build_model(cfg.model, seed=cfg.run.seed), dev)
+    engine = SelfPlayEngine(evaluator, cfg)
+    engine.start(GameSpec(shard=0, index=i, seed=i) for i in range(10**9))
+    stats = engine.search.stats
+    # Warm up (first batches, allocations), then measure a window of whole rounds.
+    t_start = time.perf_counter()
+    while time.perf_counter() - t_start < warmup_s:
+        engine.step()
+    records = []
+    s0 = asdict(stats)
+    pos0 = engine.positions_recorded
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        records.extend(engine.step())
+    elapsed = time.perf_counter() - t0
+    d = {k: v - s0[k] for k, v in asdict(stats).items()}
+    positions = engine.positions_recorded - pos0
+    records.extend(engine.snapshot())
+    mean_batch = d["evaluations"] / max(d["batches"], 1)
+    raw = raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_batch))))
+    measured = d["t_network"] + d["t_rules"] + d["t_tree"] + d["t_encode"]
+    outside = elapsed - d["t_network"]
+    io_s, bpp = 0.0, 0.0
+    if records:
+        arrays = records_to_arrays(records, games_per_shard=len(records))
+        with tempfile.TemporaryDirectory() as tmp:
+            t_io = time.perf_counter()
+            size = write_shard(Path(tmp) / "bench.h5", arrays, {}, cfg.selfplay.shard_compression)
+            io_s = time.perf_counter() - t_io
+        bpp = size / max(len(arrays["value_target"]), 1)
+    evals_per_s = d["evaluations"] / elapsed
+    return SelfPlayBench(
+        config=config_name, device=str(dev), games_in_flight=cfg.selfplay.games_in_flight, seconds=elapsed,
+        simulations=d["simulations"], simulations_per_s=d["simulations"] / elapsed,
+        evaluations=d["evaluations"], evaluations_per_s=evals_per_s,
+        positions=positions, positions_per_s=positions / elapsed, mean_batch=mean_batch,
+        raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
+        cpu_us_per_simulation_outside_network=1e6 * outside / max(d["simulations"], 1),
+        share_network=d["t_network"] / max(measured, 1e-9), share_rules=d["t_rules"] / max(measured, 1e-9),
+        share_tree=d["t_tree"] / max(measured, 1e-9), share_encoding=d["t_encode"] / max(measured, 1e-9),
+        shard_io_s=io_s, bytes_per_position=bpp,
+    )
+

@@ -1,0 +1,99 @@
+"""``azhpc``: a thin command line over the library. Each command parses, calls one function, renders.
+
+Errors a user can cause become one line on stderr and exit status 1; ``AZHPC_DEBUG=1`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import AzhpcError
+from .paths import DEFAULT_ROOT
+
+CONFIG_HELP = "YAML config (configs/tiny.yaml, small.yaml, cluster.yaml). Env: AZHPC_CONFIG."
+SET_HELP = "Override a config value, e.g. --set mcts.simulations=64 (repeatable)."
+
+
+class AzhpcGroup(click.Group):
+    """Turns AzhpcError and OSError into one-line messages unless AZHPC_DEBUG is set."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (AzhpcError, OSError) as exc:
+            if os.environ.get("AZHPC_DEBUG"):
+                raise
+            if isinstance(exc, OSError):
+                from .errors import describe_os_error
+
+                exc = describe_os_error(exc, exc.filename or "", "accessing")
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=AzhpcGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="alphazero_hpc")
+def main() -> None:
+    """AlphaZero-style chess training on SLURM clusters, or on one machine."""
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(path_type=Path), required=True, envvar="AZHPC_RUN_DIR", help="Run folder. Env: AZHPC_RUN_DIR.")
+@click.option("--generation", type=click.IntRange(min=0), default=0, show_default=True, help="Generation whose network plays.")
+@click.option("--task", type=click.IntRange(min=0), default=0, show_default=True, help="This task's index.")
+@click.option("--num-tasks", type=click.IntRange(min=1), default=1, show_default=True, help="Tasks sharing the generation's games.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="AZHPC_CONFIG", help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
+def selfplay(run_dir: Path, generation: int, task: int, num_tasks: int, config_path: Path | None, overrides: tuple[str, ...], device: str) -> None:
+    """Play one task's share of a generation's games and write HDF5 shards.
+
+    Started again with the same arguments it continues after its last complete shard.
+    """
+    from .worker import run_selfplay_task
+
+    p = run_selfplay_task(run_dir, generation, task, num_tasks, config_path, overrides, device)
+    click.echo(f"generation {generation} task {task}/{num_tasks}: {p.games_in_shards} games, {p.positions} positions in "
+               f"{p.shards_done} shards (W/D/L {p.white_wins}/{p.draws}/{p.black_wins}) -> {run_dir}")
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True, help="Where runs go (checked for writing).")
+def doctor(run_dir: Path) -> None:
+    """Check devices (CUDA, MPS, CPU), SLURM commands, the run folder and versions."""
+    from .doctor import run_doctor
+
+    for c in run_doctor(run_dir):
+        click.echo(f"[{'ok' if c.ok else '--'}] {c.name:14s} {c.detail}")
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks that print their figures."""
+
+
+@bench.command("selfplay")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/small.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Measured window.")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, as_json: bool) -> None:
+    """Self-play speed against the raw network at the same batch size, in one run."""
+    from .bench import bench_selfplay
+    from .config import load_config
+
+    result = bench_selfplay(load_config(config_path, overrides), str(config_path), device, seconds)
+    click.echo(json.dumps(result.to_dict(), indent=1) if as_json else result.render())
+
+
+def run() -> None:  # pragma: no cover
+    main(prog_name="azhpc")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

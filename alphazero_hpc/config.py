@@ -1,0 +1,274 @@
+"""One typed configuration tree for a run.
+
+Sections are frozen dataclasses; each field has a comment saying what it means and ``__post_init__``
+validates ranges. ``load_config`` reads a YAML file from ``configs/`` and applies ``--set section.key=value``
+overrides; an unknown key or a value of the wrong type raises ``ConfigError`` naming the key and the valid
+choices. The resolved config is frozen into the run folder, every checkpoint and every shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from .errors import ConfigError
+
+
+def _check(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"config value {key}: {msg}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Residual network: input planes -> tower -> policy (4672 logits) and value (win/draw/loss) heads."""
+
+    blocks: int = 2  # residual blocks in the tower
+    filters: int = 32  # channels of every tower convolution
+    se_ratio: int = 0  # squeeze-excitation reduction ratio; 0 disables SE
+    history: int = 2  # positions of history in the input (AlphaZero: 8)
+    value_hidden: int = 64  # width of the value head's hidden layer
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.blocks <= 64, "model.blocks", "must be in 1..64")
+        _check(8 <= self.filters <= 1024, "model.filters", "must be in 8..1024")
+        _check(self.se_ratio == 0 or self.filters % self.se_ratio == 0, "model.se_ratio", "must divide filters (or be 0)")
+        _check(1 <= self.history <= 8, "model.history", "must be in 1..8")
+        _check(self.value_hidden >= 8, "model.value_hidden", "must be >= 8")
+
+
+@dataclass(frozen=True)
+class MCTSConfig:
+    """PUCT search as in AlphaZero, with lc0-style first-play urgency and KataGo's playout caps."""
+
+    simulations: int = 32  # simulations of a full search (recorded as a policy target)
+    fast_simulations: int = 8  # simulations of a fast search (playout-cap randomisation; not recorded)
+    full_search_prob: float = 1.0  # share of moves searched fully; 1.0 turns playout caps off
+    c_init: float = 1.25  # AlphaZero exploration: c(N) = c_init + log((1 + N + c_base) / c_base)
+    c_base: float = 19652.0
+    fpu_reduction: float = 0.25  # unvisited child value = parent Q - fpu_reduction * sqrt(visited prior mass)
+    fpu_reduction_root: float = 0.0  # the same at the root (0: unvisited root children get the parent Q)
+    dirichlet_alpha: float = 0.3  # root noise concentration (AlphaZero chess: 0.3)
+    dirichlet_epsilon: float = 0.25  # root noise weight; 0 disables noise
+    tree_reuse: bool = True  # keep the chosen child's subtree for the next move
+
+    def __post_init__(self) -> None:
+        _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
+        _check(1 <= self.fast_simulations <= self.simulations, "mcts.fast_simulations", "must be in 1..simulations")
+        _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
+        _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")
+        _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
+        _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
+        _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """How a generation's games are played, split across tasks and stored."""
+
+    games_per_generation: int = 32  # games of one generation, over all self-play tasks
+    games_per_shard: int = 8  # games in one HDF5 shard (the unit of resume)
+    games_in_flight: int = 16  # games one process plays at once; their leaves form one network batch
+    max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw
+    temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
+    temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`
+    final_temperature: float = 0.0  # 0 plays the most visited move
+    resign_threshold: float = -0.9  # resign when the root value stays below this; -1 disables resigning
+    resign_consecutive: int = 2  # own moves in a row below the threshold before resigning
+    resign_playthrough: float = 0.1  # share of games that never resign, to measure false positives
+    repetitions_for_draw: int = 3  # occurrences of a position that end the game (3: threefold)
+    no_progress_plies: int = 100  # plies without capture or pawn move that end the game (100: 50-move rule)
+    pgn_games_per_shard: int = 1  # games of each shard also saved as PGN for people to read
+    shard_compression: str = "gzip"  # HDF5 filter for shard datasets: gzip, lzf or none
+
+    def __post_init__(self) -> None:
+        _check(self.games_per_generation >= 1, "selfplay.games_per_generation", "must be >= 1")
+        _check(self.games_per_shard >= 1, "selfplay.games_per_shard", "must be >= 1")
+        _check(self.games_in_flight >= 1, "selfplay.games_in_flight", "must be >= 1")
+        _check(self.max_plies >= 2, "selfplay.max_plies", "must be >= 2")
+        _check(self.temperature >= 0 and self.final_temperature >= 0, "selfplay.temperature", "must be >= 0")
+        _check(self.temperature_plies >= 0, "selfplay.temperature_plies", "must be >= 0")
+        _check(-1.0 <= self.resign_threshold <= 1.0, "selfplay.resign_threshold", "must be in [-1, 1]")
+        _check(self.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1")
+        _check(0.0 <= self.resign_playthrough <= 1.0, "selfplay.resign_playthrough", "must be in [0, 1]")
+        _check(self.repetitions_for_draw in (2, 3, 5), "selfplay.repetitions_for_draw", "must be 2, 3 or 5")
+        _check(self.no_progress_plies in range(2, 256), "selfplay.no_progress_plies", "must be in 2..255")
+        _check(self.pgn_games_per_shard >= 0, "selfplay.pgn_games_per_shard", "must be >= 0")
+        _check(self.shard_compression in ("gzip", "lzf", "none"), "selfplay.shard_compression", "must be gzip, lzf or none")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training on the replay window of recent shards (see the trainer)."""
+
+    batch_size: int = 64  # global batch, split across ranks
+    lr: float = 0.02  # learning rate for `batch_size`; scaled linearly with the global batch
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    window_generations: int = 4  # train on the shards of this many most recent generations
+    replay_ratio: float = 4.0  # positions trained per new position of the generation
+    checkpoint_every: int = 50  # steps between resumable training states
+
+    def __post_init__(self) -> None:
+        _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
+        _check(self.lr > 0, "train.lr", "must be > 0")
+        _check(0 <= self.momentum < 1, "train.momentum", "must be in [0, 1)")
+        _check(self.weight_decay >= 0, "train.weight_decay", "must be >= 0")
+        _check(self.window_generations >= 1, "train.window_generations", "must be >= 1")
+        _check(self.replay_ratio > 0, "train.replay_ratio", "must be > 0")
+        _check(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """Resources asked of SLURM for each stage."""
+
+    cpus_per_task: int = 2  # CPUs of one self-play task (one GPU each)
+    selfplay_time_min: int = 60  # time limit of a self-play array task, minutes
+    train_time_min: int = 60  # time limit of a training job, minutes
+    partition: str = ""  # empty: the cluster's default
+    account: str = ""
+    qos: str = ""
+
+    def __post_init__(self) -> None:
+        _check(self.cpus_per_task >= 1, "slurm.cpus_per_task", "must be >= 1")
+        _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Identity of a run."""
+
+    seed: int = 0  # every random stream of the run derives from this
+    generations: int = 2  # generations a launch plays and trains
+
+    def __post_init__(self) -> None:
+        _check(self.seed >= 0, "run.seed", "must be >= 0")
+        _check(self.generations >= 1, "run.generations", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    mcts: MCTSConfig = field(default_factory=MCTSConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON form: equal configs have equal digests."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)}
+
+
+def _convert(key: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against the field type ``hint``; ints are accepted for floats, nothing else is coerced."""
+    if hint is bool:
+        ok = isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif hint is str:
+        ok = isinstance(value, str)
+    else:  # pragma: no cover - every field uses one of the types above
+        raise TypeError(f"unsupported config type {hint!r} for {key}")
+    if not ok:
+        raise ConfigError(f"config value {key}: expected {hint.__name__}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _unknown(kind: str, key: str, valid: Sequence[str]) -> ConfigError:
+    near = difflib.get_close_matches(key.rsplit(".", 1)[-1], valid, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return ConfigError(f"unknown config {kind} '{key}'{hint}; valid: {', '.join(valid)}")
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a Config from nested mappings, checking every key and type."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config must be a mapping of sections, got {type(data).__name__}")
+    sections: dict[str, Any] = {}
+    for name, values in data.items():
+        if name not in SECTIONS:
+            raise _unknown("section", str(name), list(SECTIONS))
+        cls = SECTIONS[name]
+        hints = typing.get_type_hints(cls)
+        if values is None:
+            values = {}
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"config section {name} must be a mapping, got {values!r}")
+        kwargs = {}
+        for key, value in values.items():
+            if key not in hints:
+                raise _unknown("key", f"{name}.{key}", [f"{name}.{k}" for k in hints])
+            kwargs[key] = _convert(f"{name}.{key}", value, hints[key])
+        sections[name] = cls(**kwargs)
+    return Config(**sections)
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """Parse ``section.key=value``; the value is read as YAML (``true``, ``3``, ``0.5``, ``abc``)."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"override '{text}' must look like section.key=value, e.g. mcts.simulations=64")
+    path, raw = text.split("=", 1)
+    section, key = path.strip().split(".", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return section, key, value
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Read a YAML config (defaults where absent) and apply ``section.key=value`` overrides."""
+    data: dict[str, dict[str, Any]] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} not found: pass one of configs/*.yaml or an existing file")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p} must hold a mapping of sections")
+        data = {k: dict(v or {}) if isinstance(v, Mapping) else v for k, v in loaded.items()}
+    for text in overrides:
+        section, key, value = parse_override(text)
+        if section not in SECTIONS:
+            raise _unknown("section", section, list(SECTIONS))
+        sect = data.setdefault(section, {})
+        if not isinstance(sect, dict):
+            raise ConfigError(f"config section {section} must be a mapping")
+        sect[key] = value
+    return config_from_dict(data)
+
+
+def config_diff(a: Config, b: Config) -> list[str]:
+    """Keys whose values differ, as ``section.key: a -> b``."""
+    out = []
+    da, db = a.to_dict(), b.to_dict()
+    for section in da:
+        for key in da[section]:
+            if da[section][key] != db[section][key]:
+                out.append(f"{section}.{key}: {da[section][key]!r} -> {db[section][key]!r}")
+    return out

@@ -1,0 +1,50 @@
+"""Errors a user can cause. Each carries one line that names the problem and the fix.
+
+The CLI prints ``str(error)`` and exits 1 (``AZHPC_DEBUG=1`` shows the traceback instead). Library
+callers can catch the specific subclasses; all of them are ``ValueError``s, as python-chess does.
+"""
+
+from __future__ import annotations
+
+import errno
+
+
+class AzhpcError(ValueError):
+    """Base class of every error the user can fix."""
+
+
+class ConfigError(AzhpcError):
+    """A configuration key or value is wrong."""
+
+
+class CheckpointError(AzhpcError):
+    """A checkpoint is missing, unreadable or does not match the run."""
+
+
+class ShardError(AzhpcError):
+    """A shard is corrupt, truncated or of another schema."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"shard {self.path}: {reason}")
+
+
+class RunDirError(AzhpcError):
+    """The run folder cannot be used (read-only, full, conflicting config)."""
+
+
+def describe_os_error(exc: OSError, path: object, doing: str) -> AzhpcError:
+    """Turn an OSError raised while writing ``path`` into a one-line error with the fix."""
+    where = str(path)
+    if exc.errno == errno.ENOSPC or exc.errno == errno.EDQUOT:
+        return RunDirError(
+            f"no space left on the device while {doing} {where}: free space or quota there, or use another "
+            "--run-dir; completed files are intact and a rerun continues from them"
+        )
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return RunDirError(
+            f"cannot write {where} while {doing} ({exc.strerror}): make the run folder writable or choose "
+            "another --run-dir"
+        )
+    return RunDirError(f"{exc.strerror or exc} while {doing} {where}")

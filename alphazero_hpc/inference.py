@@ -1,0 +1,44 @@
+"""The network as a search evaluator, and device selection (CUDA, MPS, CPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .model import AlphaZeroNet
+
+
+def pick_device(requested: str = "auto") -> torch.device:
+    """``auto`` picks CUDA, then MPS, then CPU; anything else is passed to torch.device."""
+    if requested == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    return torch.device(requested)
+
+
+class TorchEvaluator:
+    """Batched inference: float32 planes in, policy logits and a scalar value (win - loss) out.
+
+    On CUDA the batch is copied through a pinned buffer and run under bf16 autocast.
+    """
+
+    def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", autocast: bool | None = None) -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.history = model.cfg.history
+        self.autocast = (self.device.type == "cuda") if autocast is None else autocast
+
+    @torch.inference_mode()
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = torch.from_numpy(planes)
+        if self.device.type != "cpu":
+            x = x.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else x.to(self.device)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            policy, value = self.model(x)
+        wdl = torch.softmax(value.float(), dim=1)
+        v = wdl[:, 0] - wdl[:, 2]
+        return policy.float().cpu().numpy(), v.cpu().numpy()

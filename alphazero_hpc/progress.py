@@ -1,0 +1,94 @@
+"""Live progress of a self-play task: a small JSON file rewritten atomically after every game.
+
+A watcher (``azhpc status``) sees every task move while it runs, and sees which task died and why:
+a crash writes status ``failed`` with the error line and traceback before the process exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import fsutil
+
+PROGRESS_SCHEMA = 1
+
+
+@dataclass
+class TaskProgress:
+    generation: int
+    task: int
+    num_tasks: int
+    games_target: int
+    shards_target: int
+    schema_version: int = PROGRESS_SCHEMA
+    status: str = "starting"  # starting, running, done, failed
+    attempt: int = 1
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
+    started: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0  # this attempt
+    games_done: int = 0  # all attempts, including games not yet in a shard
+    games_in_shards: int = 0
+    positions: int = 0  # rows in complete shards
+    plies: int = 0
+    shards_done: int = 0
+    games_this_attempt: int = 0
+    simulations_this_attempt: int = 0
+    games_per_s: float = 0.0
+    simulations_per_s: float = 0.0
+    white_wins: int = 0
+    draws: int = 0
+    black_wins: int = 0
+    resigned: int = 0
+    playthrough_games: int = 0
+    would_resign: int = 0
+    resign_false_positives: int = 0
+    terminations: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    traceback: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ProgressFile:
+    def __init__(self, path: Path, progress: TaskProgress) -> None:
+        self.path = path
+        self.p = progress
+        self._t0 = time.time()
+
+    def write(self) -> None:
+        p = self.p
+        p.updated = time.time()
+        p.elapsed_s = p.updated - self._t0
+        if p.elapsed_s > 0:
+            p.games_per_s = p.games_this_attempt / p.elapsed_s
+            p.simulations_per_s = p.simulations_this_attempt / p.elapsed_s
+        fsutil.write_json(self.path, p.to_json(), doing="writing progress")
+
+    def fail(self, exc: BaseException) -> None:
+        """Record why the task died; never raises (the original error matters more)."""
+        self.p.status = "failed"
+        self.p.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        self.p.traceback = "".join(traceback.format_exception(exc))[-8000:]
+        try:
+            self.write()
+        except Exception:  # noqa: BLE001 - a full disk must not hide the first error
+            pass
+
+
+def read_progress(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, json.JSONDecodeError):
+        return None

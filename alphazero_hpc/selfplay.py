@@ -1,0 +1,279 @@
+"""Self-play games: many at once in one process, their leaves evaluated together. No file IO here.
+
+``SelfPlayEngine.play(specs)`` keeps ``games_in_flight`` games going, starting the next spec whenever one
+finishes, and yields a ``GameRecord`` per finished game. Each game draws all its randomness (Dirichlet
+noise, move sampling, playout caps, whether it may resign) from its own generator seeded by its spec, so a
+game does not depend on which other games shared its batches.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import chess
+import numpy as np
+
+from .config import Config
+from .encoding import PositionBatch, batch_from_chains, move_indices
+from .mcts import BatchedSearch, Evaluator, Forest, Rules
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """Which game to play: its place in the task's shards and its random seed."""
+
+    shard: int
+    index: int  # index within the shard
+    seed: int
+
+
+@dataclass
+class GameRecord:
+    """A finished game and its training rows (one per fully searched move).
+
+    positions:     PositionBatch of the recorded positions (N rows).
+    policy_counts: [N] int, non-zero entries of each row's search policy.
+    policy_index:  [sum counts] int, move indices (see encoding); policy_prob the matching probabilities.
+    root_value:    [N] float, search value of the root for the side to move.
+    ply:           [N] int, ply of each recorded position.
+    value_target:  [N] int8, final result for the side to move (+1 win, 0 draw, -1 loss).
+    """
+
+    spec: GameSpec
+    positions: PositionBatch
+    policy_counts: np.ndarray
+    policy_index: np.ndarray
+    policy_prob: np.ndarray
+    root_value: np.ndarray
+    ply: np.ndarray
+    value_target: np.ndarray
+    result: int  # +1 white won, 0 draw, -1 black won
+    termination: str
+    plies: int
+    moves: list[chess.Move]
+    playthrough: bool  # a game that was not allowed to resign
+    would_resign: bool  # a playthrough game where a side would have resigned
+    resign_false_positive: bool  # ... and that side did not lose
+
+    @property
+    def num_positions(self) -> int:
+        return len(self.ply)
+
+    @property
+    def plies_left(self) -> np.ndarray:
+        return (self.plies - self.ply).astype(np.uint16)
+
+
+@dataclass
+class _Game:
+    spec: GameSpec
+    rng: np.random.Generator
+    board: chess.Board
+    root: int
+    playthrough: bool
+    target: int = 0
+    full: bool = True
+    needs_noise: bool = False
+    below: list[int] = field(default_factory=lambda: [0, 0])  # consecutive low root values, [black, white]
+    would_resign: list[bool] = field(default_factory=lambda: [False, False])
+    chains: list[tuple] = field(default_factory=list)
+    pol_idx: list[list[int]] = field(default_factory=list)
+    pol_prob: list[np.ndarray] = field(default_factory=list)
+    root_values: list[float] = field(default_factory=list)
+    plies_rec: list[int] = field(default_factory=list)
+    turns_rec: list[bool] = field(default_factory=list)
+
+
+class SelfPlayEngine:
+    def __init__(self, evaluator: Evaluator, cfg: Config) -> None:
+        self.cfg = cfg
+        sp = cfg.selfplay
+        self.rules = Rules(sp.repetitions_for_draw, sp.no_progress_plies, sp.max_plies)
+        self.forest = Forest(self.rules, cfg.model.history)
+        self.search = BatchedSearch(self.forest, evaluator, cfg.mcts, cfg.model.history)
+        self._compact_at = 50_000
+        self.active: list[_Game] = []
+        self.positions_recorded = 0
+        self._pending: Iterator[GameSpec] = iter(())
+
+    def _start(self, spec: GameSpec) -> _Game:
+        rng = np.random.default_rng(spec.seed)
+        board = chess.Board()
+        root = self.forest.new_node(board.copy(stack=False), None)
+        game = _Game(spec=spec, rng=rng, board=board, root=root,
+                     playthrough=bool(rng.random() < self.cfg.selfplay.resign_playthrough))
+        self._begin_move(game)
+        return game
+
+    def _begin_move(self, game: _Game) -> None:
+        m = self.cfg.mcts
+        game.full = bool(game.rng.random() < m.full_search_prob)
+        sims = m.simulations if game.full else m.fast_simulations
+        n = self.forest.node_n()[game.root]
+        game.target = int(max(n, 1)) + sims
+        game.needs_noise = game.full and m.dirichlet_epsilon > 0
+        self._maybe_noise(game)
+
+    def _maybe_noise(self, game: _Game) -> None:
+        if game.needs_noise and self.forest.is_expanded(game.root):
+            s, c = self.forest._estart.a[game.root], self.forest._ecount.a[game.root]
+            del s
+            noise = game.rng.dirichlet(np.full(int(c), self.cfg.mcts.dirichlet_alpha))
+            self.forest.add_noise(game.root, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
+            game.needs_noise = False
+
+    def play(self, specs: Iterable[GameSpec]) -> Iterator[GameRecord]:
+        """Play every spec, ``games_in_flight`` at a time; yield each game when it ends."""
+        self.start(specs)
+        while self.active:
+            yield from self.step()
+
+    def start(self, specs: Iterable[GameSpec]) -> None:
+        """Queue ``specs``; ``step`` starts them as slots free up."""
+        self._pending = iter(specs)
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self.active) < self.cfg.selfplay.games_in_flight:
+            spec = next(self._pending, None)
+            if spec is None:
+                break
+            self.active.append(self._start(spec))
+
+    def step(self) -> list[GameRecord]:
+        """One search round for every game in flight; returns the games that ended in it.
+
+        The cyclic garbage collector is paused while searching: scanning a large tree of python-chess
+        objects triples the cost of move generation (see docs/performance.md). It runs at compaction.
+        """
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            finished = list(self._round(self.active))
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._fill()
+        return finished
+
+    def _round(self, active: list[_Game]) -> Iterator[GameRecord]:
+        """One simulation for every active game, then a move for each game whose search is done."""
+        m = self.cfg.mcts
+        fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in active], np.float32)
+        self.search.step([g.root for g in active], fpu)
+        node_n = self.forest.node_n()
+        finished: list[GameRecord] = []
+        for g in active:
+            if g.needs_noise:
+                self._maybe_noise(g)
+            if node_n[g.root] >= g.target:
+                record = self._move(g)
+                if record is not None:
+                    finished.append(record)
+        if finished:
+            done = {id(r.spec) for r in finished}
+            active[:] = [g for g in active if id(g.spec) not in done]
+        if self.forest.num_nodes > self._compact_at:
+            new_roots = self.forest.compact([g.root for g in active])
+            for g, r in zip(active, new_roots):
+                g.root = r
+            self._compact_at = max(50_000, 3 * self.forest.num_nodes)
+            gc.collect()
+        yield from finished
+
+    def _move(self, g: _Game) -> GameRecord | None:
+        """Play the searched move of ``g``; returns its record if the game is over."""
+        sp = self.cfg.selfplay
+        f = self.forest
+        root = g.root
+        _, visits, moves = f.children(root)
+        turn = g.board.turn
+        ply = g.board.ply()
+        q = f.q(root)
+        if g.full:
+            nz = np.flatnonzero(visits)
+            idx = move_indices([moves[i] for i in nz], turn)
+            g.chains.append(f.chain[root])
+            g.pol_idx.append(idx)
+            g.pol_prob.append((visits[nz] / visits[nz].sum()).astype(np.float32))
+            g.root_values.append(q)
+            g.plies_rec.append(ply)
+            g.turns_rec.append(turn)
+            self.positions_recorded += 1
+        # Resignation: the side to move gives up after resign_consecutive low values in a row.
+        if sp.resign_threshold > -1.0 and q < sp.resign_threshold:
+            g.below[turn] += 1
+            if g.below[turn] >= sp.resign_consecutive:
+                if not g.playthrough:
+                    return self._finish(g, result=-1 if turn else 1, termination="resignation")
+                g.would_resign[turn] = True
+        else:
+            g.below[turn] = 0
+        temp = sp.temperature if ply < sp.temperature_plies else sp.final_temperature
+        if temp <= 0:
+            k = int(np.argmax(visits))
+        else:
+            p = visits.astype(np.float64) ** (1.0 / temp)
+            k = int(g.rng.choice(len(p), p=p / p.sum()))
+        move = moves[k]
+        child = f.child_of(root, k)
+        g.board.push(move)
+        if self.cfg.mcts.tree_reuse and child >= 0:
+            g.root = child
+        else:
+            b = f.board[root].copy(stack=False)
+            b.push(move)
+            g.root = f.new_node(b, f.chain[root])
+        term = f.terminal_value(g.root)
+        if term is not None:
+            side = 1 if g.board.turn else -1  # the side to move at the terminal position
+            return self._finish(g, result=int(round(term)) * side, termination=self._termination(g))
+        self._begin_move(g)
+        return None
+
+    def _termination(self, g: _Game) -> str:
+        b, sp = g.board, self.cfg.selfplay
+        if b.is_checkmate():
+            return "checkmate"
+        if b.is_stalemate():
+            return "stalemate"
+        if b.is_insufficient_material():
+            return "insufficient material"
+        if self.forest.chain[g.root][1] + 1 >= sp.repetitions_for_draw:
+            return "repetition"
+        if b.halfmove_clock >= sp.no_progress_plies:
+            return "no progress"
+        return "max plies"
+
+    def snapshot(self) -> list[GameRecord]:
+        """Records of the games in flight as if they ended in a draw now (for measuring storage)."""
+        return [self._finish(g, 0, "unfinished") for g in self.active if g.chains]
+
+    def _finish(self, g: _Game, result: int, termination: str) -> GameRecord:
+        n = len(g.chains)
+        history = self.cfg.model.history
+        positions = batch_from_chains(g.chains, history) if n else batch_from_chains([], history)
+        turns = np.array(g.turns_rec, dtype=bool)
+        value_target = np.where(turns, result, -result).astype(np.int8) if n else np.zeros(0, np.int8)
+        counts = np.array([len(i) for i in g.pol_idx], dtype=np.int64)
+        loser_would_resign = [g.would_resign[chess.BLACK], g.would_resign[chess.WHITE]]
+        false_positive = (loser_would_resign[1] and result != -1) or (loser_would_resign[0] and result != 1)
+        return GameRecord(
+            spec=g.spec,
+            positions=positions,
+            policy_counts=counts,
+            policy_index=np.array([i for row in g.pol_idx for i in row], dtype=np.uint16),
+            policy_prob=np.concatenate(g.pol_prob).astype(np.float32) if n else np.zeros(0, np.float32),
+            root_value=np.array(g.root_values, dtype=np.float32),
+            ply=np.array(g.plies_rec, dtype=np.int64),
+            value_target=value_target,
+            result=result,
+            termination=termination,
+            plies=g.board.ply(),
+            moves=list(g.board.move_stack),
+            playthrough=g.playthrough,
+            would_resign=any(g.would_resign),
+            resign_false_positive=bool(false_positive),
+        )

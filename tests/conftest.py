@@ -1,0 +1,58 @@
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import chess
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.yaml"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# The standard perft positions (chessprogramming.org): castling, en passant, promotions, pins, checks.
+PERFT_FENS = [
+    chess.STARTING_FEN,
+    "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+    "8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1",
+    "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1",
+    "r2q1rk1/pP1p2pp/Q4n2/bbp1p3/Np6/1B3NBn/pPPP1PPP/R3K2R b KQ - 0 1",
+    "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8",
+    "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10",
+]
+
+
+def random_game_boards(n_games: int, seed: int = 0, max_plies: int = 120) -> list[chess.Board]:
+    """Every position (with its move stack) of ``n_games`` random games."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_games):
+        b = chess.Board()
+        while not b.is_game_over() and b.ply() < max_plies:
+            out.append(b.copy())
+            b.push(rng.choice(list(b.legal_moves)))
+        out.append(b.copy())
+    return out
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    azhpc = shutil.which("azhpc", path=str(Path(sys.executable).parent)) or "azhpc"
+    return subprocess.run([azhpc, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def tiny_args():
+    """Options for a very small self-play task on the tiny config."""
+    return ["--config", str(TINY), "--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2",
+            "--set", "selfplay.max_plies=24", "--set", "mcts.simulations=8", "--set", "mcts.fast_simulations=2"]
+
+
+def need_root(reason: str) -> None:
+    """Tests that mount file systems need root; outside CI they skip with the reason, in CI they fail."""
+    if os.geteuid() != 0:
+        if IN_CI:
+            pytest.fail(f"CI must run as root: {reason}")
+        pytest.skip(f"needs root: {reason}")
