@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,10 @@ def save_checkpoint(path: Path, model: AlphaZeroNet, generation: int, extra: dic
         "state_dict": state,
         **(extra or {}),
     }
-    fsutil.write_with(path, lambda tmp: torch.save(payload, tmp), doing="writing checkpoint")
+    # Serialise in memory, then write plainly: torch.save reports a full disk as a bare RuntimeError.
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    fsutil.write_bytes(path, buffer.getbuffer(), doing="writing checkpoint")
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:

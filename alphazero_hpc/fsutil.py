@@ -8,6 +8,8 @@ old file or the complete new one, never a partial one, even if the writer is kil
 from __future__ import annotations
 
 import contextlib
+import errno
+import shutil
 import json
 import os
 import tempfile
@@ -62,12 +64,22 @@ def atomic_path(dest: os.PathLike[str] | str, doing: str = "writing") -> Iterato
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise describe_os_error(exc, dest, doing) from exc
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, Exception) and _nearly_full(dest.parent):
+            # Libraries (torch, HDF5) report a full disk as their own errors; name the real cause.
+            raise describe_os_error(OSError(errno.ENOSPC, "No space left on device"), dest, doing) from exc
         raise
 
 
-def write_bytes(dest: os.PathLike[str] | str, data: bytes, doing: str = "writing") -> None:
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < (1 << 20)
+    except OSError:
+        return False
+
+
+def write_bytes(dest: os.PathLike[str] | str, data: bytes | memoryview, doing: str = "writing") -> None:
     with atomic_path(dest, doing) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)

@@ -8,8 +8,8 @@ renames simply writes the shard again.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,21 +99,21 @@ def write_shard(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any]
     rows = len(arrays["value_target"])
     filters = _filters(compression)
 
-    def write(tmp: Path) -> None:
-        with h5py.File(tmp, "w", libver="latest") as h5:
-            for name, data in arrays.items():
-                chunk = (min(max(len(data), 1), 4096),) + data.shape[1:] if filters else None
-                h5.create_dataset(name, data=data, chunks=chunk, **(filters if len(data) else {}))
-            h5.attrs["format"] = SHARD_FORMAT
-            h5.attrs["schema_version"] = SHARD_SCHEMA
-            h5.attrs["rows"] = rows
-            h5.attrs["azhpc_version"] = __version__
-            h5.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            for key, value in attrs.items():
-                h5.attrs[key] = value
-
-    fsutil.write_with(path, write, doing="writing shard")
-    return os.path.getsize(path)
+    # Built in memory and written plainly, so a full disk is a clean OSError (ENOSPC), not an HDF5 error.
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w", libver="latest") as h5:
+        for name, data in arrays.items():
+            chunk = (min(max(len(data), 1), 4096),) + data.shape[1:] if filters else None
+            h5.create_dataset(name, data=data, chunks=chunk, **(filters if len(data) else {}))
+        h5.attrs["format"] = SHARD_FORMAT
+        h5.attrs["schema_version"] = SHARD_SCHEMA
+        h5.attrs["rows"] = rows
+        h5.attrs["azhpc_version"] = __version__
+        h5.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        for key, value in attrs.items():
+            h5.attrs[key] = value
+    fsutil.write_bytes(path, buffer.getbuffer(), doing="writing shard")
+    return len(buffer.getbuffer())
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:
