@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+import torch
+
+from alphazero_hpc.checkpoint import load_model, save_checkpoint
+from alphazero_hpc.config import ModelConfig
+from alphazero_hpc.encoding import NUM_MOVES, encode_boards, num_planes
+from alphazero_hpc.errors import CheckpointError, ShardError
+from alphazero_hpc.evaluators import UniformEvaluator
+from alphazero_hpc.inference import TorchEvaluator
+from alphazero_hpc.model import build_model, count_parameters
+from alphazero_hpc.paths import RunPaths
+from alphazero_hpc.shards import read_shard
+from alphazero_hpc.worker import run_selfplay_task
+
+from .conftest import random_game_boards
+from .test_worker import FAST
+
+
+@pytest.mark.parametrize("blocks,filters,se,history", [(2, 16, 0, 1), (2, 32, 4, 8)])
+def test_network_shapes(blocks, filters, se, history):
+    net = build_model(ModelConfig(blocks=blocks, filters=filters, se_ratio=se, history=history), seed=0)
+    x = torch.zeros(3, num_planes(history), 8, 8)
+    policy, value = net(x)
+    assert policy.shape == (3, NUM_MOVES) and value.shape == (3, 3)
+
+
+def test_paper_sized_network_has_the_expected_size():
+    net = build_model(ModelConfig(blocks=20, filters=256, history=8, value_hidden=256))
+    assert 20e6 < count_parameters(net) < 30e6  # AlphaZero's 20x256 tower is ~23M parameters with its heads
+
+
+def test_seeded_initial_networks_are_identical():
+    a = build_model(ModelConfig(), seed=7).state_dict()
+    b = build_model(ModelConfig(), seed=7).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_checkpoint_round_trip_and_config_mismatch(tmp_path):
+    cfg = ModelConfig(blocks=1, filters=16)
+    net = build_model(cfg, seed=1)
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, net, generation=3)
+    loaded, payload = load_model(path, expect=cfg)
+    assert payload["generation"] == 3
+    planes = encode_boards(random_game_boards(1, max_plies=10), 2)
+    e1 = TorchEvaluator(net.eval()).evaluate(planes)
+    e2 = TorchEvaluator(loaded).evaluate(planes)
+    assert np.allclose(e1[0], e2[0]) and np.allclose(e1[1], e2[1])
+    with pytest.raises(CheckpointError, match="made for model"):
+        load_model(path, expect=ModelConfig(blocks=2, filters=16))
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(path)
+
+
+def test_shard_round_trip_truncation_and_foreign_files(tmp_path):
+    run_selfplay_task(tmp_path, 0, 0, 6, None, FAST, evaluator=UniformEvaluator(2))
+    path = RunPaths(tmp_path).shard(0, 0, 0)
+    data, attrs = read_shard(path, expect_history=2)
+    assert len(data) == attrs["rows"] > 0
+    assert data.policy_offset[-1] == len(data.policy_index)
+    assert np.all(data.policy_index < NUM_MOVES)
+    with pytest.raises(ShardError, match="history"):
+        read_shard(path, expect_history=8)
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ShardError, match="cut.h5.*truncated or corrupt"):
+        read_shard(cut)
+    import h5py
+
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as h5:
+        h5["x"] = np.zeros(3)
+    with pytest.raises(ShardError, match="not an azhpc self-play shard"):
+        read_shard(foreign)
+
+
+def test_doctor_reports_cpu_and_missing_or_present_slurm(tmp_path):
+    from alphazero_hpc.doctor import run_doctor
+
+    checks = {c.name: c for c in run_doctor(tmp_path)}
+    assert checks["device cpu"].ok and "matmul" in checks["device cpu"].detail
+    assert checks["run folder"].ok
+    assert "sbatch" in checks and "torch" in checks["versions"].detail
