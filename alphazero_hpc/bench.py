@@ -92,6 +92,9 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
     t_start = time.perf_counter()
     while time.perf_counter() - t_start < warmup_s:
         engine.step()
+    mean_warm = stats.evaluations / max(stats.batches, 1)
+    # The raw rate is taken before and after the window and averaged: shared machines drift.
+    raw_before = raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_warm))))
     records = []
     s0 = asdict(stats)
     pos0 = engine.positions_recorded
@@ -99,13 +102,16 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
     while time.perf_counter() - t0 < seconds:
         records.extend(engine.step())
     elapsed = time.perf_counter() - t0
+    engine.close()
     d = {k: v - s0[k] for k, v in asdict(stats).items()}
     positions = engine.positions_recorded - pos0
     records.extend(engine.snapshot())
     mean_batch = d["evaluations"] / max(d["batches"], 1)
-    raw = raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_batch))))
+    raw = 0.5 * (raw_before + raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_batch)))))
     measured = d["t_network"] + d["t_rules"] + d["t_tree"] + d["t_encode"]
-    outside = elapsed - d["t_network"]
+    # Python work of the search thread (selection, chess rules, encoding, backup), measured directly:
+    # with the pipeline it runs while the network computes, so elapsed - network would undercount it.
+    outside = d["t_rules"] + d["t_tree"] + d["t_encode"]
     io_s, bpp = 0.0, 0.0
     if records:
         arrays = records_to_arrays(records, games_per_shard=len(records))
@@ -127,3 +133,31 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         shard_io_s=io_s, bytes_per_position=bpp,
     )
 
+
+
+def bench_shards(cfg: Config, games: int = 64) -> list[dict]:
+    """Bytes per position and whole-shard read speed of one shard of ``games`` games per compression.
+
+    The games are played with a uniform evaluator (no network needed); search settings come from ``cfg``.
+    """
+    from .evaluators import UniformEvaluator
+    from .shards import read_shard, records_to_arrays, write_shard
+
+    engine = SelfPlayEngine(UniformEvaluator(cfg.model.history), cfg)
+    records = list(engine.play(GameSpec(shard=0, index=i, seed=i) for i in range(games)))
+    arrays = records_to_arrays(records, games_per_shard=games)
+    rows = len(arrays["value_target"])
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for compression in ("gzip", "lzf", "none"):
+            path = Path(tmp) / f"{compression}.h5"
+            t0 = time.perf_counter()
+            size = write_shard(path, arrays, {}, compression)
+            t1 = time.perf_counter()
+            read_shard(path)
+            t2 = time.perf_counter()
+            out.append({"compression": compression, "rows": rows, "history": cfg.model.history, "bytes": size,
+                        "bytes_per_position": size / rows, "write_positions_per_s": rows / (t1 - t0),
+                        "read_positions_per_s": rows / (t2 - t1),
+                        "policy_entries_per_position": len(arrays["policy_index"]) / rows})
+    return out

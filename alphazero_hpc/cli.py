@@ -91,6 +91,27 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
     click.echo(json.dumps(result.to_dict(), indent=1) if as_json else result.render())
 
 
+@bench.command("shards")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/small.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--games", type=click.IntRange(min=1), default=64, show_default=True, help="Games in the shard.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, as_json: bool) -> None:
+    """Shard bytes per position and read/write speed for each compression (lc0's V6 record: 8,356 bytes)."""
+    from .bench import bench_shards
+    from .config import load_config
+
+    rows = bench_shards(load_config(config_path, overrides), games)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    click.echo(f"{rows[0]['rows']} positions, history {rows[0]['history']}, "
+               f"{rows[0]['policy_entries_per_position']:.1f} policy entries per position")
+    for r in rows:
+        click.echo(f"{r['compression']:5s} {r['bytes_per_position']:8.1f} bytes/position   write {r['write_positions_per_s']:10.0f}/s   "
+                   f"read {r['read_positions_per_s']:10.0f}/s")
+
+
 def run() -> None:  # pragma: no cover
     main(prog_name="azhpc")
 

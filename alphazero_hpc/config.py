@@ -76,7 +76,9 @@ class SelfPlayConfig:
 
     games_per_generation: int = 32  # games of one generation, over all self-play tasks
     games_per_shard: int = 8  # games in one HDF5 shard (the unit of resume)
-    games_in_flight: int = 16  # games one process plays at once; their leaves form one network batch
+    games_in_flight: int = 16  # games one process plays at once; their leaves form the network batches
+    pipeline: bool = False  # two halves of the games take turns, one half's network call overlapping the other's
+                            # search: pays off when the network runs on a GPU; on CPU cores it is a wash
     max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw
     temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
     temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`

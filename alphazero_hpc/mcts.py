@@ -20,7 +20,7 @@ import chess
 import numpy as np
 
 from .config import MCTSConfig
-from .encoding import batch_from_chains, count_repetitions, encode_batch, extend_chain, move_indices, num_planes
+from .encoding import batch_from_chains, count_repetitions, encode_batch, extend_chain, move_indices
 
 NOT_TERMINAL = np.float32(np.nan)
 
@@ -54,6 +54,28 @@ class SearchStats:
     t_rules: float = 0.0
     t_tree: float = 0.0
     t_encode: float = 0.0
+
+
+@dataclass
+class PendingStep:
+    """A selection whose leaves await the network. Node ids refer to the forest (see ``remap``).
+
+    planes: float32 [len(need), C, 8, 8] or None when no leaf needs the network.
+    """
+
+    roots: np.ndarray
+    path: list[tuple[np.ndarray, np.ndarray]]
+    leaf: np.ndarray
+    depth: np.ndarray
+    values: np.ndarray
+    need: np.ndarray
+    planes: np.ndarray | None
+
+    def remap(self, new_id: np.ndarray) -> None:
+        """Follow a ``Forest.compact`` (its leaves are reachable from its roots, so all survive)."""
+        self.roots = new_id[self.roots]
+        self.leaf = new_id[self.leaf]
+        self.path = [(g, new_id[n]) for g, n in self.path]
 
 
 class _Grow:
@@ -213,8 +235,9 @@ class Forest:
         p[:] = (1.0 - epsilon) * p + epsilon * noise
 
     # -- housekeeping -------------------------------------------------------------------------------------
-    def compact(self, roots: Sequence[int]) -> list[int]:
-        """Drop every node not reachable from ``roots``; returns the roots' new ids. Vectorised BFS."""
+    def compact(self, roots: Sequence[int]) -> np.ndarray:
+        """Drop every node not reachable from ``roots``. Returns the map old id -> new id (-1: dropped;
+        index -1 maps to -1). Vectorised BFS."""
         keep_levels = []
         frontier = np.asarray(roots, dtype=np.int64)
         estart, ecount, child = self._estart.a, self._ecount.a, self._child.a
@@ -254,7 +277,7 @@ class Forest:
         self.chain = [self.chain[i] for i in keep_l]
         self.legal = [self.legal[i] for i in keep_l]
         self.edge_move = [self.edge_move[i] for i in old_edges.tolist()]
-        return [int(new_id[r]) for r in roots]
+        return new_id
 
 
 def _ragged(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -275,7 +298,6 @@ class BatchedSearch:
         self.cfg = cfg
         self.history = history
         self.stats = SearchStats()
-        self._planes = np.empty((0, num_planes(history), 8, 8), dtype=np.float32)
 
     # Selection ---------------------------------------------------------------------------------------------
     def _select(self, roots: np.ndarray, root_fpu: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -343,6 +365,21 @@ class BatchedSearch:
 
     def step(self, roots: Sequence[int], root_fpu: np.ndarray | None = None) -> None:
         """One simulation for each root (or its first evaluation if it is not expanded)."""
+        pending = self.prepare(roots, root_fpu)
+        if pending.planes is None:
+            self.finish(pending, None, None)
+        else:
+            t0 = time.perf_counter()
+            logits, values = self.evaluator.evaluate(pending.planes)
+            self.stats.t_network += time.perf_counter() - t0
+            self.finish(pending, logits, values)
+
+    def prepare(self, roots: Sequence[int], root_fpu: np.ndarray | None = None) -> PendingStep:
+        """Select a leaf for each root and encode the leaves that need the network.
+
+        The caller evaluates ``planes`` (possibly on another thread, while it prepares other trees) and
+        hands the answer to ``finish``.
+        """
         f = self.forest
         roots_a = np.asarray(roots, dtype=np.int64)
         if root_fpu is None:
@@ -363,33 +400,31 @@ class BatchedSearch:
             f._child.a[leaf_edge[make]] = nodes
             leaf[make] = nodes
         t2 = time.perf_counter()
-        # Evaluate every leaf that is neither terminal nor expanded, all in one batch.
         term = f._term.a[leaf]
         values = np.where(np.isnan(term), 0.0, term).astype(np.float32)
         need = np.flatnonzero(np.isnan(term) & (f._ecount.a[leaf] < 0))
-        t3 = t4 = t2
+        planes = None
         if need.size:
-            nodes = leaf[need].tolist()
-            batch = batch_from_chains([f.chain[n] for n in nodes], self.history)
-            if self._planes.shape[0] < len(nodes):
-                self._planes = np.empty((len(nodes), *self._planes.shape[1:]), dtype=np.float32)
-            planes = encode_batch(batch, out=self._planes[: len(nodes)])
-            t3 = time.perf_counter()
-            logits, v = self.evaluator.evaluate(planes)
-            t4 = time.perf_counter()
-            values[need] = v
-            f.expand(nodes, logits)
-            self.stats.evaluations += len(nodes)
-            self.stats.batches += 1
-        t5 = time.perf_counter()
-        self._backup(path, leaf, depth, values)
-        t6 = time.perf_counter()
-        self.stats.simulations += len(roots_a)
-        self.stats.t_tree += (t1 - t0) + (t6 - t4)
+            batch = batch_from_chains([f.chain[n] for n in leaf[need].tolist()], self.history)
+            planes = encode_batch(batch)
+        t3 = time.perf_counter()
+        self.stats.t_tree += t1 - t0
         self.stats.t_rules += t2 - t1
         self.stats.t_encode += t3 - t2
-        self.stats.t_network += t4 - t3
-        del t5
+        return PendingStep(roots_a, path, leaf, depth, values, need, planes)
+
+    def finish(self, p: PendingStep, logits: np.ndarray | None, values: np.ndarray | None) -> None:
+        """Expand the evaluated leaves and back their values up."""
+        t0 = time.perf_counter()
+        if p.planes is not None:
+            assert logits is not None and values is not None
+            p.values[p.need] = values
+            self.forest.expand(p.leaf[p.need].tolist(), logits)
+            self.stats.evaluations += len(p.need)
+            self.stats.batches += 1
+        self._backup(p.path, p.leaf, p.depth, p.values)
+        self.stats.simulations += len(p.roots)
+        self.stats.t_tree += time.perf_counter() - t0
 
     def _backup(self, path: list[tuple[np.ndarray, np.ndarray]], leaf: np.ndarray, depth: np.ndarray, values: np.ndarray) -> None:
         """Add each leaf's value to the nodes on its path: +v at the leaf, then alternating signs upwards."""

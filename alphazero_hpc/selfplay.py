@@ -9,6 +9,8 @@ game does not depend on which other games shared its batches.
 from __future__ import annotations
 
 import gc
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -94,7 +96,13 @@ class SelfPlayEngine:
         self.forest = Forest(self.rules, cfg.model.history)
         self.search = BatchedSearch(self.forest, evaluator, cfg.mcts, cfg.model.history)
         self._compact_at = 50_000
-        self.active: list[_Game] = []
+        self.pipeline = cfg.selfplay.pipeline
+        width = cfg.selfplay.games_in_flight
+        self._width = (width - width // 2, width // 2) if self.pipeline else (width, 0)
+        self.groups: tuple[list[_Game], list[_Game]] = ([], [])
+        self._turn = 0
+        self._inflight: tuple | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azhpc-eval")
         self.positions_recorded = 0
         self._pending: Iterator[GameSpec] = iter(())
 
@@ -124,26 +132,42 @@ class SelfPlayEngine:
             self.forest.add_noise(game.root, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
             game.needs_noise = False
 
+    @property
+    def active(self) -> list[_Game]:
+        return self.groups[0] + self.groups[1]
+
     def play(self, specs: Iterable[GameSpec]) -> Iterator[GameRecord]:
         """Play every spec, ``games_in_flight`` at a time; yield each game when it ends."""
         self.start(specs)
-        while self.active:
-            yield from self.step()
+        try:
+            while self.groups[0] or self.groups[1] or self._inflight:
+                yield from self.step()
+        finally:
+            self.close()
 
     def start(self, specs: Iterable[GameSpec]) -> None:
         """Queue ``specs``; ``step`` starts them as slots free up."""
         self._pending = iter(specs)
-        self._fill()
+        self._fill(0)
+        self._fill(1)
 
-    def _fill(self) -> None:
-        while len(self.active) < self.cfg.selfplay.games_in_flight:
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _fill(self, group: int) -> None:
+        games = self.groups[group]
+        while len(games) < self._width[group]:
             spec = next(self._pending, None)
             if spec is None:
                 break
-            self.active.append(self._start(spec))
+            games.append(self._start(spec))
 
     def step(self) -> list[GameRecord]:
-        """One search round for every game in flight; returns the games that ended in it.
+        """Advance the search by one round for one group of games; returns the games that ended.
+
+        With ``pipeline`` the games form two groups: while the network evaluates one group's leaves on a
+        helper thread (torch releases the GIL), this thread backs up the other group's values, plays its
+        moves and selects its next leaves. Each game's search is the same either way.
 
         The cyclic garbage collector is paused while searching: scanning a large tree of python-chess
         objects triples the cost of move generation (see docs/performance.md). It runs at compaction.
@@ -151,37 +175,73 @@ class SelfPlayEngine:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            finished = list(self._round(self.active))
+            return self._step()
         finally:
             if gc_was_enabled:
                 gc.enable()
-        self._fill()
+
+    def _step(self) -> list[GameRecord]:
+        m = self.cfg.mcts
+        group = self._turn
+        if self.pipeline:
+            self._turn ^= 1
+        games = self.groups[group]
+        submitted = None
+        if games:
+            fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in games], np.float32)
+            pending = self.search.prepare([g.root for g in games], fpu)
+            future = self._pool.submit(self._evaluate, pending.planes) if pending.planes is not None else None
+            submitted = (group, pending, future)
+        previous, self._inflight = self._inflight, None
+        if not self.pipeline:
+            previous, submitted = submitted, None
+        finished = self._complete(previous) if previous else []
+        self._inflight = submitted
+        if previous:
+            self._fill(previous[0])
+        if self.forest.num_nodes > self._compact_at:
+            self._compact()
         return finished
 
-    def _round(self, active: list[_Game]) -> Iterator[GameRecord]:
-        """One simulation for every active game, then a move for each game whose search is done."""
-        m = self.cfg.mcts
-        fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in active], np.float32)
-        self.search.step([g.root for g in active], fpu)
+    def _evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        t0 = time.perf_counter()
+        logits, values = self.search.evaluator.evaluate(planes)
+        return logits, values, time.perf_counter() - t0
+
+    def _complete(self, step: tuple) -> list[GameRecord]:
+        """Take the network's answer for a group, back it up and play the moves whose search is done."""
+        group, pending, future = step
+        if future is not None:
+            logits, values, seconds = future.result()
+            self.search.stats.t_network += seconds
+            self.search.finish(pending, logits, values)
+        else:
+            self.search.finish(pending, None, None)
         node_n = self.forest.node_n()
+        games = self.groups[group]
         finished: list[GameRecord] = []
-        for g in active:
+        keep: list[_Game] = []
+        for g in games:
             if g.needs_noise:
                 self._maybe_noise(g)
-            if node_n[g.root] >= g.target:
-                record = self._move(g)
-                if record is not None:
-                    finished.append(record)
-        if finished:
-            done = {id(r.spec) for r in finished}
-            active[:] = [g for g in active if id(g.spec) not in done]
-        if self.forest.num_nodes > self._compact_at:
-            new_roots = self.forest.compact([g.root for g in active])
-            for g, r in zip(active, new_roots):
-                g.root = r
-            self._compact_at = max(50_000, 3 * self.forest.num_nodes)
-            gc.collect()
-        yield from finished
+            record = self._move(g) if node_n[g.root] >= g.target else None
+            if record is None:
+                keep.append(g)
+            else:
+                finished.append(record)
+        games[:] = keep
+        return finished
+
+    def _compact(self) -> None:
+        """Drop the nodes no game can reach any more; the pending step's ids follow."""
+        games = self.active
+        new_id = self.forest.compact([g.root for g in games])
+        for g in games:
+            g.root = int(new_id[g.root])
+        if self._inflight is not None:
+            self._inflight[1].remap(new_id)
+        self._compact_at = max(50_000, 3 * self.forest.num_nodes)
+        gc.collect()
 
     def _move(self, g: _Game) -> GameRecord | None:
         """Play the searched move of ``g``; returns its record if the game is over."""

@@ -106,7 +106,7 @@ def test_compaction_keeps_exactly_the_live_trees():
     before = [forest.children(r)[1].copy() for r in roots]
     keep = [forest.child_of(roots[0], int(np.argmax(before[0])))]
     kept_visits = forest.node_n()[keep[0]]
-    new = forest.compact(keep)
+    new = forest.compact(keep)[keep]
     assert forest.num_nodes == kept_visits  # one node per visit of the kept subtree, nothing else
     assert forest.node_n()[new[0]] == kept_visits
     s.step(new)  # the compacted tree is still searchable

@@ -80,7 +80,7 @@ def test_progress_is_written_after_every_game_and_a_crash_is_recorded(tmp_path):
 
         def evaluate(self, planes):
             Exploding.calls += 1
-            if Exploding.calls > 400:
+            if Exploding.calls > 1500:
                 raise RuntimeError("CUDA error: device-side assert (simulated)")
             return super().evaluate(planes)
 
