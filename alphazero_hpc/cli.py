@@ -62,6 +62,28 @@ def selfplay(run_dir: Path, generation: int, task: int, num_tasks: int, config_p
 
 
 @main.command()
+@click.option("--run-dir", type=click.Path(path_type=Path), required=True, envvar="AZHPC_RUN_DIR", help="Run folder. Env: AZHPC_RUN_DIR.")
+@click.option("--generation", type=click.IntRange(min=0), required=True, help="Train on the window ending at this generation; writes gen+1.")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, help="Ranks on this machine (torchrun standalone).")
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader workers per rank.")
+def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int) -> None:
+    """Train generation G's replay window and write models/gen-(G+1).pt (resumes if interrupted)."""
+    import subprocess
+
+    args = ["--run-dir", str(run_dir), "--generation", str(generation), "--workers", str(workers)]
+    if nproc_per_node == 1:
+        from .train import main as train_main
+
+        code = train_main(args)
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
+               "-m", "alphazero_hpc.train", *args]
+        code = subprocess.run(cmd).returncode
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+@main.command()
 @click.option("--run-dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True, help="Where runs go (checked for writing).")
 def doctor(run_dir: Path) -> None:
     """Check devices (CUDA, MPS, CPU), SLURM commands, the run folder and versions."""

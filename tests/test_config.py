@@ -9,7 +9,7 @@ from alphazero_hpc.run import resolve_run_config
 from .conftest import ROOT
 
 
-@pytest.mark.parametrize("name", ["tiny", "small", "cluster"])
+@pytest.mark.parametrize("name", ["tiny", "small", "cluster", "paper"])
 def test_presets_load_and_round_trip(name, tmp_path):
     cfg = load_config(ROOT / "configs" / f"{name}.yaml")
     again = tmp_path / "again.yaml"

@@ -1,0 +1,156 @@
+"""Training data: the replay window of recent shards, split across ranks, read in whole shards.
+
+Planning reads only sidecars (row counts). The order of training rows is an index-level plan, a pure function
+of (seed, generation, rank, batch number): rows of a group of shards are shuffled together in memory and cut
+into batches. Resuming at step s therefore only advances the plan; no data is read to skip. DataLoader
+workers open HDF5 files themselves (never before the fork), each reading whole shards and serving its share
+of the batches (batch i goes to worker i % num_workers, which is the order DataLoader returns them in).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from .encoding import NUM_MOVES, encode_batch
+from .errors import AzhpcError, ShardError
+from .paths import RunPaths
+from .shards import ShardData, read_shard, read_sidecar
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    path: str
+    rows: int
+    generation: int
+
+
+def replay_window(paths: RunPaths, generation: int, window_generations: int) -> list[ShardRef]:
+    """Complete shards of generations G - window + 1 .. G, from sidecars only."""
+    refs = []
+    for gen in range(max(0, generation - window_generations + 1), generation + 1):
+        folder = paths.selfplay(gen)
+        if not folder.is_dir():
+            continue
+        for task_dir in sorted(folder.glob("task-[0-9][0-9][0-9][0-9]")):
+            task = int(task_dir.name[5:])
+            for shard in paths.complete_shards(gen, task):
+                try:
+                    meta = read_sidecar(paths.sidecar(gen, task, shard))
+                except ShardError as exc:
+                    print(f"azhpc train: skipping {exc}", file=sys.stderr, flush=True)
+                    continue
+                if meta["rows"] > 0:
+                    refs.append(ShardRef(str(paths.shard(gen, task, shard)), int(meta["rows"]), gen))
+    return refs
+
+
+def new_positions(paths: RunPaths, generation: int) -> int:
+    return sum(r.rows for r in replay_window(paths, generation, 1))
+
+
+class BatchPlan:
+    """Which (shard, row) pairs form each batch of one rank. Deterministic, infinite, cheap to skip."""
+
+    def __init__(self, shards: list[ShardRef], batch_size: int, seed: tuple[int, ...], group: int = 8) -> None:
+        if not shards:
+            raise AzhpcError("this rank has no shards to train on: produce more self-play data or use fewer ranks")
+        self.shards = shards
+        self.batch_size = batch_size
+        self.seed = seed
+        self.group = group
+
+    def batches(self, start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Yield (batch number, shard ids [b], row ids [b]) from batch ``start`` on."""
+        number = 0
+        epoch = 0
+        carry_s = np.empty(0, np.int64)
+        carry_r = np.empty(0, np.int64)
+        b = self.batch_size
+        while True:
+            rng = np.random.default_rng([*self.seed, epoch])
+            order = rng.permutation(len(self.shards))
+            for g0 in range(0, len(order), self.group):
+                ids = order[g0 : g0 + self.group]
+                counts = np.array([self.shards[i].rows for i in ids])
+                s = np.concatenate([carry_s, np.repeat(ids, counts)])
+                r = np.concatenate([carry_r] + [np.arange(c) for c in counts])
+                perm = rng.permutation(len(s))
+                s, r = s[perm], r[perm]
+                full = len(s) // b
+                for k in range(full):
+                    if number >= start:
+                        yield number, s[k * b : (k + 1) * b], r[k * b : (k + 1) * b]
+                    number += 1
+                carry_s, carry_r = s[full * b :], r[full * b :]
+            epoch += 1
+
+
+def decode(data: ShardData, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Network inputs and targets of ``rows`` of ``data``."""
+    from .encoding import PositionBatch
+
+    pos = data.positions
+    batch = PositionBatch(pos.bitboards[rows], pos.repetitions[rows], pos.turn[rows], pos.castling[rows], pos.halfmove[rows])
+    offsets = data.policy_offset
+    counts = data.policy_count[rows].astype(np.int64)
+    starts = offsets[rows]
+    flat = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    policy = np.zeros((len(rows), NUM_MOVES), np.float32)
+    policy[np.repeat(np.arange(len(rows)), counts), data.policy_index[flat].astype(np.int64)] = data.policy_prob[flat]
+    return {
+        "planes": encode_batch(batch),
+        "policy": policy,
+        "wdl": (1 - data.value_target[rows].astype(np.int64)),  # +1 win -> 0, 0 draw -> 1, -1 loss -> 2
+    }
+
+
+class WindowDataset(IterableDataset):
+    """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
+
+    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16) -> None:
+        self.plan = plan
+        self.start = start
+        self.cache = cache
+
+    def __iter__(self) -> Iterator[dict]:
+        info = get_worker_info()
+        wid, nworkers = (info.id, info.num_workers) if info else (0, 1)
+        os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+        loaded: dict[int, ShardData | None] = {}
+        bad: list[str] = []
+        for number, sids, rows in self.plan.batches(self.start):
+            if number % nworkers != wid:
+                continue
+            parts = []
+            for sid in np.unique(sids):
+                if sid not in loaded:
+                    if len(loaded) >= self.cache:
+                        loaded.pop(next(iter(loaded)))
+                    ref = self.plan.shards[sid]
+                    try:
+                        loaded[sid] = read_shard(Path(ref.path))[0]
+                    except ShardError as exc:
+                        loaded[sid] = None
+                        bad.append(str(exc))
+                data = loaded[sid]
+                if data is not None:
+                    parts.append(decode(data, rows[sids == sid]))
+            out = {"number": number, "bad": bad, "rows": len(rows)}
+            bad = []
+            if parts:
+                out.update({k: torch.from_numpy(np.concatenate([p[k] for p in parts])) for k in parts[0]})
+            yield out
+
+
+def make_loader(plan: BatchPlan, start: int, workers: int) -> DataLoader:
+    return DataLoader(WindowDataset(plan, start), batch_size=None, num_workers=workers,
+                      persistent_workers=False, prefetch_factor=4 if workers else None,
+                      multiprocessing_context="spawn" if workers else None)

@@ -1,0 +1,279 @@
+"""Train generation G's replay window and write ``models/gen-(G+1).pt``.
+
+One process (CPU):
+    python -m alphazero_hpc.train --run-dir scratch/run --generation 0
+One node, 8 GPUs:
+    torchrun --standalone --nproc-per-node 8 -m alphazero_hpc.train --run-dir R --generation G
+Two nodes (inside a SLURM allocation; rendezvous on the first node):
+    srun --nodes 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \\
+        --rdzv-endpoint "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):29500" \\
+        --rdzv-id "$SLURM_JOB_ID" -m alphazero_hpc.train --run-dir R --generation G
+Or straight under srun, one task per GPU (ranks from SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID):
+    srun --nodes 2 --ntasks-per-node 8 python -m alphazero_hpc.train --run-dir R --generation G
+
+Rank 0 alone writes. Killed at any moment and started again with the same arguments, it resumes from the last
+training state and finishes the same number of steps; a generation whose checkpoint exists is not retrained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from . import fsutil
+from .checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
+from .config import Config
+from .data import BatchPlan, make_loader, new_positions, replay_window
+from .errors import AzhpcError
+from .paths import RunPaths
+from .run import read_run_config
+
+STATE_SCHEMA = 1
+REFERENCE_BATCH = 256  # lr in the config is for this global batch; it scales linearly (Goyal et al. 2017)
+MAX_NONFINITE_IN_A_ROW = 10
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+
+def dist_env() -> DistEnv:
+    """Ranks from torchrun (RANK, WORLD_SIZE, LOCAL_RANK) or srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID)."""
+    e = os.environ
+    if "RANK" in e and "WORLD_SIZE" in e:
+        return DistEnv(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)))
+    if "SLURM_PROCID" in e and int(e.get("SLURM_NTASKS", "1")) > 1 and "SLURM_STEP_ID" in e:
+        if "MASTER_ADDR" not in e:
+            first = subprocess.run(["scontrol", "show", "hostnames", e["SLURM_JOB_NODELIST"]], capture_output=True,
+                                   text=True, check=True).stdout.split()[0]
+            e["MASTER_ADDR"] = first
+            e["MASTER_PORT"] = str(20000 + int(e.get("SLURM_JOB_ID", "0")) % 20000)
+        return DistEnv(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)))
+    return DistEnv()
+
+
+def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
+    """Steps of a generation: replay_ratio positions trained per new position, at the global batch size."""
+    fresh = new_positions(paths, generation)
+    if fresh == 0:
+        raise AzhpcError(f"generation {generation} has no complete self-play shards in {paths.selfplay(generation)}: run its self-play first")
+    return max(1, math.ceil(cfg.train.replay_ratio * fresh / cfg.train.batch_size))
+
+
+class Trainer:
+    def __init__(self, run_dir: Path, generation: int, env: DistEnv, workers: int = 2, device: str = "auto") -> None:
+        self.paths = RunPaths(run_dir)
+        self.cfg = read_run_config(self.paths)
+        self.generation = generation
+        self.env = env
+        self.workers = workers
+        tc = self.cfg.train
+        if tc.batch_size % env.world:
+            raise AzhpcError(f"train.batch_size {tc.batch_size} does not split over {env.world} ranks: make it a multiple of the world size")
+        self.local_batch = tc.batch_size // env.world
+        if device == "auto":
+            device = f"cuda:{env.local_rank}" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.out = self.paths.model(generation + 1)
+        self.dir = self.paths.train_dir(generation + 1)
+        self.state_path = self.dir / "state.pt"
+        self.metrics_path = self.dir / "metrics.jsonl"
+        self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH
+
+    def log(self, msg: str) -> None:
+        if self.env.master:
+            print(f"[train gen {self.generation}->{self.generation + 1}] {msg}", flush=True)
+
+    def run(self) -> dict:
+        if self.out.exists():
+            self.log(f"{self.out} exists: generation already trained, nothing to do")
+            return {"status": "already trained"}
+        steps = plan_steps(self.cfg, self.paths, self.generation)
+        window = replay_window(self.paths, self.generation, self.cfg.train.window_generations)
+        mine = window[self.env.rank :: self.env.world]
+        if not mine:
+            raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
+        if self.generation == 0:
+            ensure_initial_checkpoint(self.paths.model(0), self.cfg.model, self.cfg.run.seed)
+        model, payload = load_model(self.paths.model(self.generation), expect=self.cfg.model)
+        model.to(self.device)
+        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.cfg.train.momentum,
+                              weight_decay=self.cfg.train.weight_decay, nesterov=True)
+        warmup = max(1, steps // 20) if self.generation == 0 else 1
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+        step, nonfinite, skipped, consumed = 0, 0, 0, 0  # consumed: batches taken from the plan (data position)
+        if self.state_path.exists():
+            state = read_checkpoint(self.state_path)
+            model.load_state_dict(state["state_dict"])
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            step, skipped, consumed = int(state["step"]), int(state["skipped_steps"]), int(state["data_position"])
+            torch.set_rng_state(state["rng"]["torch"])
+            self.log(f"resuming at step {step}/{steps} from {self.state_path}")
+            self._trim_metrics(step)
+        elif "optimizer" in payload:
+            opt.load_state_dict(payload["optimizer"])
+            for group in opt.param_groups:
+                group["lr"] = self.lr
+        ddp = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None) if self.env.world > 1 else model
+        plan = BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank))
+        amp = self.device.type == "cuda"
+        total_rows = sum(r.rows for r in mine)
+        bad_rows = 0
+        self.log(f"{steps} steps of {self.cfg.train.batch_size} over {len(window)} shards "
+                 f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}")
+        loader = iter(make_loader(plan, consumed, self.workers))
+        t_last = time.perf_counter()
+        while step < steps:
+            t0 = time.perf_counter()
+            batch = next(loader)
+            consumed += 1
+            t_data = time.perf_counter() - t0
+            for note in batch["bad"]:
+                print(f"azhpc train: rank {self.env.rank} skipping {note}", file=sys.stderr, flush=True)
+                bad_rows += next((r.rows for r in mine if r.path in note), 0)
+            if bad_rows > total_rows // 2:
+                raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
+            if "planes" not in batch:
+                continue
+            x = batch["planes"].to(self.device, non_blocking=True)
+            target_p = batch["policy"].to(self.device, non_blocking=True)
+            target_v = batch["wdl"].to(self.device, non_blocking=True)
+            model.train()
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
+                logits, value = ddp(x)
+            logp = F.log_softmax(logits.float(), dim=1)
+            policy_loss = -(target_p * logp).sum(1).mean()
+            value_loss = F.cross_entropy(value.float(), target_v)
+            loss = policy_loss + value_loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e4)
+            finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+            if self.env.world > 1:  # every rank must agree to skip, or DDP falls out of step
+                flag = finite.float().to(self.device)
+                dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+                finite = flag > 0
+            if not bool(finite):
+                nonfinite += 1
+                skipped += 1
+                if nonfinite >= MAX_NONFINITE_IN_A_ROW:
+                    raise AzhpcError(f"loss was not finite for {nonfinite} steps in a row at step {step}: lower train.lr; "
+                                     f"the last good state {self.state_path} is untouched")
+                continue
+            nonfinite = 0
+            opt.step()
+            sched.step()
+            step += 1
+            now = time.perf_counter()
+            if self.env.master:
+                with torch.no_grad():
+                    p = logp.exp()
+                    entropy = float(-(p * logp).sum(1).mean())
+                    agree = float((logits.argmax(1) == target_p.argmax(1)).float().mean())
+                self._metric({"step": step, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                              "policy_entropy": entropy, "top1_agreement": agree, "grad_norm": float(grad_norm),
+                              "lr": sched.get_last_lr()[0], "samples_per_s": self.cfg.train.batch_size / max(now - t_last, 1e-9),
+                              "data_wait_share": t_data / max(now - t_last, 1e-9), "skipped_steps": skipped})
+            t_last = now
+            if step % self.cfg.train.checkpoint_every == 0 and step < steps:
+                self._save_state(model, opt, sched, step, skipped, consumed)
+        digest = sum(float(p.double().sum()) for p in model.parameters())
+        print(f"[train rank {self.env.rank}] finished {step} steps, weight sum {digest:.10e}", flush=True)
+        if self.env.master:
+            metrics = self._last_metrics()
+            save_checkpoint(self.out, model, self.generation + 1,
+                            extra={"optimizer": opt.state_dict(), "trained_from": self.generation, "steps": step,
+                                   "skipped_steps": skipped, "metrics": metrics})
+            self.log(f"wrote {self.out}")
+        return {"status": "trained", "steps": step}
+
+    def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
+        if not self.env.master:
+            return
+        payload = {"schema": 1, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                   "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step,
+                   "skipped_steps": skipped, "rng": {"torch": torch.get_rng_state()}, "data_position": consumed}
+        buffer = io.BytesIO()
+        torch.save(payload, buffer)
+        fsutil.write_bytes(self.state_path, buffer.getbuffer(), doing="writing training state")
+
+    def _metric(self, row: dict) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.metrics_path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    def _trim_metrics(self, step: int) -> None:
+        """Drop metric rows after the resumed state, so every step appears once."""
+        if self.env.master and self.metrics_path.exists():
+            rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
+            keep = []
+            for line in rows:
+                try:
+                    if json.loads(line)["step"] <= step:
+                        keep.append(line)
+                except (json.JSONDecodeError, KeyError):
+                    pass  # a line cut by the kill
+            fsutil.write_text(self.metrics_path, "".join(k + "\n" for k in keep))
+
+    def _last_metrics(self) -> dict:
+        if not self.metrics_path.exists():
+            return {}
+        lines = [json.loads(x) for x in self.metrics_path.read_text().splitlines() if x.strip()]
+        if not lines:
+            return {}
+        first, last = lines[:10], lines[-10:]
+        mean = lambda rows, k: float(np.mean([r[k] for r in rows]))  # noqa: E731
+        return {k: mean(last, k) for k in ("policy_loss", "value_loss", "top1_agreement")} | {
+            f"first_{k}": mean(first, k) for k in ("policy_loss", "value_loss")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m alphazero_hpc.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--generation", required=True, type=int)
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    env = dist_env()
+    if env.world > 1:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if torch.cuda.is_available():
+            torch.cuda.set_device(env.local_rank)
+        dist.init_process_group(backend)
+    try:
+        Trainer(args.run_dir, args.generation, env, args.workers, args.device).run()
+    except AzhpcError as exc:
+        if os.environ.get("AZHPC_DEBUG"):
+            raise
+        print(f"Error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from alphazero_hpc.checkpoint import load_model
+from alphazero_hpc.config import load_config
+from alphazero_hpc.data import BatchPlan, ShardRef, replay_window
+from alphazero_hpc.evaluators import UniformEvaluator
+from alphazero_hpc.paths import RunPaths
+from alphazero_hpc.train import plan_steps
+from alphazero_hpc.worker import run_selfplay_task
+
+from .conftest import TINY
+
+DATA = ["selfplay.games_per_generation=16", "selfplay.games_per_shard=2", "selfplay.max_plies=60",
+        "mcts.simulations=12", "train.batch_size=32", "train.checkpoint_every=5"]
+
+
+def make_run(path: Path, extra=()) -> RunPaths:
+    # Self-play with a uniform evaluator is fast and gives real search targets to learn.
+    run_selfplay_task(path, 0, 0, 1, TINY, [*DATA, *extra], evaluator=UniformEvaluator(2))
+    return RunPaths(path)
+
+
+def train(run: Path, *args, nproc=1, timeout=600, env=None):
+    cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0", "--workers", "1", *args]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *cmd[1:]]
+        cmd[cmd.index("alphazero_hpc.train") - 1] = "-m"
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def metric_rows(paths: RunPaths) -> list[dict]:
+    return [json.loads(x) for x in (paths.train_dir(1) / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("data"), ["train.replay_ratio=2"])
+
+
+def test_batch_plan_is_deterministic_disjoint_and_resumable():
+    shards = [ShardRef(f"s{i}", 50 + i, 0) for i in range(5)]
+    plan = BatchPlan(shards, 16, seed=(1, 2, 3), group=2)
+    it = plan.batches()
+    first = [next(it) for _ in range(40)]
+    resumed = plan.batches(start=25)
+    for number, s, r in first[25:]:
+        n2, s2, r2 = next(resumed)
+        assert n2 == number and (s2 == s).all() and (r2 == r).all()
+    # One epoch covers every row exactly once (up to the carried remainder).
+    total = sum(x.rows for x in shards)
+    seen = {(int(a), int(b)) for _, s, r in first[: total // 16] for a, b in zip(s, r)}
+    assert len(seen) == (total // 16) * 16
+
+
+def test_two_rank_gloo_ddp_keeps_weights_identical_and_only_rank0_writes(tmp_path):
+    paths = make_run(tmp_path)
+    res = train(tmp_path, nproc=2)
+    assert res.returncode == 0, res.stderr[-3000:]
+    sums = re.findall(r"\[train rank (\d)\] finished (\d+) steps, weight sum (\S+)", res.stdout + res.stderr)
+    assert len(sums) == 2 and sums[0][1] == sums[1][1]
+    assert sums[0][2] == sums[1][2], "ranks diverged: gradients were not synchronised"
+    steps = plan_steps(load_config(paths.config), paths, 0)
+    assert int(sums[0][1]) == steps
+    assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))  # one writer, each step once
+    model, payload = load_model(paths.model(1))
+    assert payload["steps"] == steps and payload["generation"] == 1
+
+
+def test_sigkill_mid_training_then_resume_finishes_the_same_steps(tmp_path):
+    paths = make_run(tmp_path, ["train.replay_ratio=6"])
+    steps = plan_steps(load_config(paths.config), paths, 0)
+    cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(tmp_path), "--generation", "0", "--workers", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = paths.train_dir(1) / "state.pt"
+    deadline = time.time() + 300
+    while not state.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not paths.model(1).exists(), "the kill must land mid-run"
+    saved = torch.load(state, weights_only=True)["step"]
+    assert 0 < saved < steps
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"resuming at step {saved}/{steps}" in res.stdout
+    _, payload = load_model(paths.model(1))
+    assert payload["steps"] == steps
+    assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+def test_corrupt_shard_is_reported_and_skipped(tmp_path):
+    paths = make_run(tmp_path)
+    victim = paths.shard(0, 0, 3)
+    victim.write_bytes(victim.read_bytes()[:300])
+    res = train(tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"skipping shard {victim}" in res.stderr and "truncated or corrupt" in res.stderr
+    assert paths.model(1).exists()
+
+
+def test_too_much_corrupt_data_stops_with_a_clear_error(tmp_path):
+    paths = make_run(tmp_path)
+    for k in paths.complete_shards(0, 0):
+        paths.shard(0, 0, k).write_bytes(b"garbage")
+    res = train(tmp_path)
+    assert res.returncode == 1
+    assert "more than half" in res.stderr and "rerun their self-play" in res.stderr
+    assert not paths.model(1).exists()
+
+
+def test_training_learns_a_fixed_set_of_positions(dataset):
+    # A run with a long replay ratio over few positions: memorising them must drive the losses down.
+    run = dataset.root.parent / "learn"
+    make_run(run, ["train.replay_ratio=40", "train.lr=0.1"])
+    res = train(run)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = metric_rows(RunPaths(run))
+    first = sum(r["policy_loss"] for r in rows[:5]) / 5
+    last = sum(r["policy_loss"] for r in rows[-5:]) / 5
+    vfirst = sum(r["value_loss"] for r in rows[:5]) / 5
+    vlast = sum(r["value_loss"] for r in rows[-5:]) / 5
+    assert last < 0.6 * first, (first, last)
+    assert vlast < 0.7 * vfirst, (vfirst, vlast)
+    assert rows[-1]["top1_agreement"] > rows[0]["top1_agreement"]
+
+
+def test_window_reads_sidecars_only(dataset, monkeypatch):
+    import h5py
+
+    def boom(*a, **k):
+        raise AssertionError("planning opened an HDF5 file")
+
+    monkeypatch.setattr(h5py, "File", boom)
+    refs = replay_window(dataset, 0, 4)
+    assert len(refs) == 8 and all(r.rows > 0 for r in refs)
