@@ -9,6 +9,7 @@ the games played.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -161,3 +162,70 @@ def bench_shards(cfg: Config, games: int = 64) -> list[dict]:
                         "read_positions_per_s": rows / (t2 - t1),
                         "policy_entries_per_position": len(arrays["policy_index"]) / rows})
     return out
+
+
+def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24) -> dict:
+    """Trainer samples/s on in-memory batches, the data loader's samples/s alone, and the share of step time a
+    real training run (``Trainer``, one rank) waits for data, all in one process on the config's network."""
+    import dataclasses
+
+    import torch
+    from torch.nn import functional as F
+
+    from .data import BatchPlan, make_loader, replay_window
+    from .evaluators import UniformEvaluator
+    from .model import build_model
+    from .paths import RunPaths
+    from .train import DistEnv, Trainer
+    from .worker import run_selfplay_task
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = RunPaths(Path(tmp))
+        sp = dataclasses.replace(cfg.selfplay, games_per_generation=games, games_per_shard=max(1, games // 6), max_plies=120)
+        quick = dataclasses.replace(cfg, selfplay=sp, mcts=dataclasses.replace(cfg.mcts, simulations=8, fast_simulations=2))
+        paths.config.parent.mkdir(parents=True, exist_ok=True)
+        paths.config.write_text(quick.to_yaml())
+        run_selfplay_task(paths.root, 0, 0, 1, evaluator=UniformEvaluator(cfg.model.history))
+        window = replay_window(paths, 0, 1)
+        rows = sum(r.rows for r in window)
+        b = cfg.train.batch_size
+        plan = BatchPlan(window, b, seed=(0,))
+        # Loader alone.
+        loader = iter(make_loader(plan, 0, workers))
+        next(loader)  # worker start-up is not throughput
+        t0 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < 10 and n < 4 * steps:
+            next(loader)
+            n += 1
+        loader_rate = n * b / (time.perf_counter() - t0)
+        del loader
+        # Trainer compute alone, on one in-memory batch.
+        batch = next(iter(make_loader(plan, 0, 0)))
+        model = build_model(cfg.model, seed=0).train()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+        def step() -> None:
+            logits, value = model(batch["planes"])
+            loss = -(batch["policy"] * F.log_softmax(logits, 1)).sum(1).mean() + F.cross_entropy(value, batch["wdl"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        step()
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < 10 and k < steps:
+            step()
+            k += 1
+        train_rate = k * b / (time.perf_counter() - t0)
+        # A real run: the trainer with its loader; the first steps (worker start-up) are left out.
+        tcfg = dataclasses.replace(quick.train, replay_ratio=steps * b / rows, checkpoint_every=10**6, loader_workers=workers)
+        paths.config.write_text(dataclasses.replace(quick, train=tcfg).to_yaml())
+        Trainer(paths.root, 0, DistEnv()).run()
+        metrics = [json.loads(x) for x in (paths.train_dir(1) / "metrics.jsonl").read_text().splitlines()][5:]
+        wait = float(np.mean([m["data_wait_share"] for m in metrics]))
+        real_rate = float(np.median([m["samples_per_s"] for m in metrics]))
+    return {"batch_size": b, "positions": rows, "loader_workers": workers, "trainer_samples_per_s": train_rate,
+            "loader_samples_per_s": loader_rate, "loader_over_trainer": loader_rate / train_rate,
+            "real_run_samples_per_s": real_rate, "real_run_data_wait_share": wait}

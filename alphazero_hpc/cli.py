@@ -65,12 +65,12 @@ def selfplay(run_dir: Path, generation: int, task: int, num_tasks: int, config_p
 @click.option("--run-dir", type=click.Path(path_type=Path), required=True, envvar="AZHPC_RUN_DIR", help="Run folder. Env: AZHPC_RUN_DIR.")
 @click.option("--generation", type=click.IntRange(min=0), required=True, help="Train on the window ending at this generation; writes gen+1.")
 @click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, help="Ranks on this machine (torchrun standalone).")
-@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader workers per rank.")
-def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int) -> None:
+@click.option("--workers", type=click.IntRange(min=0), default=None, help="DataLoader workers per rank [default: train.loader_workers].")
+def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | None) -> None:
     """Train generation G's replay window and write models/gen-(G+1).pt (resumes if interrupted)."""
     import subprocess
 
-    args = ["--run-dir", str(run_dir), "--generation", str(generation), "--workers", str(workers)]
+    args = ["--run-dir", str(run_dir), "--generation", str(generation)] + (["--workers", str(workers)] if workers is not None else [])
     if nproc_per_node == 1:
         from .train import main as train_main
 
@@ -132,6 +132,27 @@ def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, 
     for r in rows:
         click.echo(f"{r['compression']:5s} {r['bytes_per_position']:8.1f} bytes/position   write {r['write_positions_per_s']:10.0f}/s   "
                    f"read {r['read_positions_per_s']:10.0f}/s")
+
+
+@bench.command("train")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/small.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader workers.")
+@click.option("--steps", type=click.IntRange(min=10), default=60, show_default=True, help="Steps of the real run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int, steps: int, as_json: bool) -> None:
+    """Trainer samples/s, data loader samples/s alone, and the share of step time spent waiting for data."""
+    from .bench import bench_train
+    from .config import load_config
+
+    r = bench_train(load_config(config_path, overrides), workers, steps)
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    click.echo(f"batch {r['batch_size']}, {r['positions']} positions, {r['loader_workers']} loader workers")
+    click.echo(f"trainer alone          {r['trainer_samples_per_s']:10.0f} samples/s")
+    click.echo(f"loader alone           {r['loader_samples_per_s']:10.0f} samples/s  ({r['loader_over_trainer']:.1f}x the trainer)")
+    click.echo(f"real run               {r['real_run_samples_per_s']:10.0f} samples/s, waiting for data {r['real_run_data_wait_share']:.1%} of step time")
 
 
 def run() -> None:  # pragma: no cover

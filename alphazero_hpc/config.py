@@ -115,9 +115,14 @@ class TrainConfig:
     lr: float = 0.02  # learning rate for `batch_size`; scaled linearly with the global batch
     momentum: float = 0.9
     weight_decay: float = 1e-4
-    window_generations: int = 4  # train on the shards of this many most recent generations
+    window_generations: int = 4  # train on the shards of this many most recent generations ...
+    window_positions: int = 0  # ... and, if > 0, only the newest shards holding up to this many positions
     replay_ratio: float = 4.0  # positions trained per new position of the generation
     checkpoint_every: int = 50  # steps between resumable training states
+    amp: str = "auto"  # mixed precision: auto (bf16 on CUDA, off on CPU), bf16, fp16 (with a grad scaler), off
+    compile: bool = False  # torch.compile the network
+    channels_last: bool = False  # NHWC memory layout (helps tensor cores)
+    loader_workers: int = 2  # DataLoader worker processes per rank
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
@@ -127,6 +132,9 @@ class TrainConfig:
         _check(self.window_generations >= 1, "train.window_generations", "must be >= 1")
         _check(self.replay_ratio > 0, "train.replay_ratio", "must be > 0")
         _check(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+        _check(self.window_positions >= 0, "train.window_positions", "must be >= 0")
+        _check(self.amp in ("auto", "bf16", "fp16", "off"), "train.amp", "must be auto, bf16, fp16 or off")
+        _check(self.loader_workers >= 0, "train.loader_workers", "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,11 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
     elif hint is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
     elif hint is str:

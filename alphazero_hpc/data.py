@@ -32,10 +32,11 @@ class ShardRef:
     generation: int
 
 
-def replay_window(paths: RunPaths, generation: int, window_generations: int) -> list[ShardRef]:
-    """Complete shards of generations G - window + 1 .. G, from sidecars only."""
-    refs = []
-    for gen in range(max(0, generation - window_generations + 1), generation + 1):
+def replay_window(paths: RunPaths, generation: int, window_generations: int, window_positions: int = 0) -> list[ShardRef]:
+    """Complete shards of generations G - window + 1 .. G, from sidecars only; with ``window_positions`` only
+    the newest shards up to that many positions (at least one shard)."""
+    refs: list[ShardRef] = []
+    for gen in range(generation, max(0, generation - window_generations + 1) - 1, -1):
         folder = paths.selfplay(gen)
         if not folder.is_dir():
             continue
@@ -49,6 +50,14 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int) -> 
                     continue
                 if meta["rows"] > 0:
                     refs.append(ShardRef(str(paths.shard(gen, task, shard)), int(meta["rows"]), gen))
+    if window_positions:
+        kept, total = [], 0
+        for ref in refs:  # newest generation first
+            if kept and total + ref.rows > window_positions:
+                break
+            kept.append(ref)
+            total += ref.rows
+        refs = kept
     return refs
 
 

@@ -82,13 +82,13 @@ def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
 
 
 class Trainer:
-    def __init__(self, run_dir: Path, generation: int, env: DistEnv, workers: int = 2, device: str = "auto") -> None:
+    def __init__(self, run_dir: Path, generation: int, env: DistEnv, workers: int | None = None, device: str = "auto") -> None:
         self.paths = RunPaths(run_dir)
         self.cfg = read_run_config(self.paths)
         self.generation = generation
         self.env = env
-        self.workers = workers
         tc = self.cfg.train
+        self.workers = tc.loader_workers if workers is None else workers
         if tc.batch_size % env.world:
             raise AzhpcError(f"train.batch_size {tc.batch_size} does not split over {env.world} ranks: make it a multiple of the world size")
         self.local_batch = tc.batch_size // env.world
@@ -110,7 +110,8 @@ class Trainer:
             self.log(f"{self.out} exists: generation already trained, nothing to do")
             return {"status": "already trained"}
         steps = plan_steps(self.cfg, self.paths, self.generation)
-        window = replay_window(self.paths, self.generation, self.cfg.train.window_generations)
+        tc = self.cfg.train
+        window = replay_window(self.paths, self.generation, tc.window_generations, tc.window_positions)
         mine = window[self.env.rank :: self.env.world]
         if not mine:
             raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
@@ -136,9 +137,15 @@ class Trainer:
             opt.load_state_dict(payload["optimizer"])
             for group in opt.param_groups:
                 group["lr"] = self.lr
+        memory_format = torch.channels_last if tc.channels_last else torch.preserve_format
+        model.to(memory_format=memory_format)
         ddp = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None) if self.env.world > 1 else model
+        forward = torch.compile(ddp) if tc.compile else ddp
         plan = BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank))
-        amp = self.device.type == "cuda"
+        amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
+                     "auto": torch.bfloat16 if self.device.type == "cuda" else None}[tc.amp]
+        scaler = torch.amp.GradScaler(self.device.type, enabled=amp_dtype is torch.float16)
+        tb = _tensorboard(self.dir) if self.env.master else None
         total_rows = sum(r.rows for r in mine)
         bad_rows = 0
         self.log(f"{steps} steps of {self.cfg.train.batch_size} over {len(window)} shards "
@@ -157,18 +164,19 @@ class Trainer:
                 raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
             if "planes" not in batch:
                 continue
-            x = batch["planes"].to(self.device, non_blocking=True)
+            x = batch["planes"].to(self.device, non_blocking=True, memory_format=memory_format)
             target_p = batch["policy"].to(self.device, non_blocking=True)
             target_v = batch["wdl"].to(self.device, non_blocking=True)
             model.train()
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
-                logits, value = ddp(x)
+            with torch.autocast(self.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+                logits, value = forward(x)
             logp = F.log_softmax(logits.float(), dim=1)
             policy_loss = -(target_p * logp).sum(1).mean()
             value_loss = F.cross_entropy(value.float(), target_v)
             loss = policy_loss + value_loss
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e4)
             finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
             if self.env.world > 1:  # every rank must agree to skip, or DDP falls out of step
@@ -176,6 +184,7 @@ class Trainer:
                 dist.all_reduce(flag, op=dist.ReduceOp.MIN)
                 finite = flag > 0
             if not bool(finite):
+                scaler.update()  # lets the fp16 scale shrink; skipping is ours, not the scaler's
                 nonfinite += 1
                 skipped += 1
                 if nonfinite >= MAX_NONFINITE_IN_A_ROW:
@@ -183,7 +192,8 @@ class Trainer:
                                      f"the last good state {self.state_path} is untouched")
                 continue
             nonfinite = 0
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             sched.step()
             step += 1
             now = time.perf_counter()
@@ -192,13 +202,19 @@ class Trainer:
                     p = logp.exp()
                     entropy = float(-(p * logp).sum(1).mean())
                     agree = float((logits.argmax(1) == target_p.argmax(1)).float().mean())
-                self._metric({"step": step, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                row = {"step": step, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                               "policy_entropy": entropy, "top1_agreement": agree, "grad_norm": float(grad_norm),
                               "lr": sched.get_last_lr()[0], "samples_per_s": self.cfg.train.batch_size / max(now - t_last, 1e-9),
-                              "data_wait_share": t_data / max(now - t_last, 1e-9), "skipped_steps": skipped})
+                       "data_wait_share": t_data / max(now - t_last, 1e-9), "skipped_steps": skipped}
+                self._metric(row)
+                if tb is not None:
+                    for key, value in row.items():
+                        tb.add_scalar(f"train/{key}", value, step)
             t_last = now
             if step % self.cfg.train.checkpoint_every == 0 and step < steps:
                 self._save_state(model, opt, sched, step, skipped, consumed)
+        if tb is not None:
+            tb.close()
         digest = sum(float(p.double().sum()) for p in model.parameters())
         print(f"[train rank {self.env.rank}] finished {step} steps, weight sum {digest:.10e}", flush=True)
         if self.env.master:
@@ -249,11 +265,20 @@ class Trainer:
             f"first_{k}": mean(first, k) for k in ("policy_loss", "value_loss")}
 
 
+def _tensorboard(folder: Path):
+    """A SummaryWriter when tensorboard is installed (optional), else None."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(folder / "tensorboard"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m alphazero_hpc.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--generation", required=True, type=int)
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
+    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank (default: train.loader_workers)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     env = dist_env()

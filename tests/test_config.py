@@ -27,6 +27,7 @@ def test_overrides_are_type_checked_against_the_field():
     cfg = load_config(None, ["mcts.simulations=64", "mcts.c_init=2", "mcts.tree_reuse=false", "slurm.partition=gpu"])
     assert cfg.mcts.simulations == 64 and cfg.mcts.c_init == 2.0 and isinstance(cfg.mcts.c_init, float)
     assert cfg.mcts.tree_reuse is False and cfg.slurm.partition == "gpu"
+    assert load_config(None, ["train.lr=1e-3"]).train.lr == 1e-3  # YAML 1.1 reads this as a string
     with pytest.raises(ConfigError, match="mcts.tree_reuse: expected bool"):
         load_config(None, ["mcts.tree_reuse=1"])
     with pytest.raises(ConfigError, match="mcts.simulations: expected int"):

@@ -146,3 +146,18 @@ def test_window_reads_sidecars_only(dataset, monkeypatch):
     monkeypatch.setattr(h5py, "File", boom)
     refs = replay_window(dataset, 0, 4)
     assert len(refs) == 8 and all(r.rows > 0 for r in refs)
+
+
+def test_persistently_non_finite_loss_stops_and_leaves_no_checkpoint(tmp_path):
+    paths = make_run(tmp_path, ["train.lr=1e30"])
+    res = train(tmp_path)
+    assert res.returncode == 1
+    assert "not finite" in res.stderr and "lower train.lr" in res.stderr
+    assert not paths.model(1).exists()
+
+
+def test_window_by_positions_keeps_the_newest_shards(dataset):
+    full = replay_window(dataset, 0, 4)
+    cap = full[0].rows + full[1].rows
+    kept = replay_window(dataset, 0, 4, window_positions=cap)
+    assert kept == full[:2]
