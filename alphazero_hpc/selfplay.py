@@ -126,8 +126,7 @@ class SelfPlayEngine:
 
     def _maybe_noise(self, game: _Game) -> None:
         if game.needs_noise and self.forest.is_expanded(game.root):
-            s, c = self.forest._estart.a[game.root], self.forest._ecount.a[game.root]
-            del s
+            c = self.forest._ecount.a[game.root]
             noise = game.rng.dirichlet(np.full(int(c), self.cfg.mcts.dirichlet_alpha))
             self.forest.add_noise(game.root, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
             game.needs_noise = False

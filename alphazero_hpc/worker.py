@@ -93,18 +93,25 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
 
 
 def _restore(progress: TaskProgress, paths: RunPaths, generation: int, task: int, done: list[int]) -> None:
-    """Counters from the complete shards' sidecars (games in lost in-flight shards are not counted)."""
+    """Counters from the complete shards' sidecars (games of shards lost in flight are not counted)."""
     for shard in done:
         meta = read_sidecar(paths.sidecar(generation, task, shard))
         progress.shards_done += 1
         progress.games_in_shards += meta["games"]
         progress.positions += meta["rows"]
-        stats = meta["stats"]
-        for key in ("plies", "white_wins", "draws", "black_wins", "resigned", "playthrough_games", "would_resign", "resign_false_positives"):
-            setattr(progress, key, getattr(progress, key) + stats[key])
-        for key, n in stats["terminations"].items():
-            progress.terminations[key] = progress.terminations.get(key, 0) + n
+        _add_stats(progress, meta["stats"])
     progress.games_done = progress.games_in_shards
+
+
+_COUNTERS = ("plies", "white_wins", "draws", "black_wins", "resigned", "playthrough_games", "would_resign", "resign_false_positives")
+
+
+def _add_stats(progress: TaskProgress, stats: dict) -> None:
+    """Add a shard's sidecar stats to the task's progress counters."""
+    for key in _COUNTERS:
+        setattr(progress, key, getattr(progress, key) + stats[key])
+    for key, n in stats["terminations"].items():
+        progress.terminations[key] = progress.terminations.get(key, 0) + n
 
 
 def _shard_stats(records: Sequence[GameRecord]) -> dict:
@@ -206,8 +213,5 @@ def _write_complete_shard(paths: RunPaths, cfg: Config, generation: int, task: i
     progress.shards_done += 1
     progress.games_in_shards += len(records)
     progress.positions += rows
-    for key in ("plies", "white_wins", "draws", "black_wins", "resigned", "playthrough_games", "would_resign", "resign_false_positives"):
-        setattr(progress, key, getattr(progress, key) + stats[key])
-    for key, n in stats["terminations"].items():
-        progress.terminations[key] = progress.terminations.get(key, 0) + n
+    _add_stats(progress, stats)
 
