@@ -170,13 +170,11 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
     import dataclasses
 
     import torch
-    from torch.nn import functional as F
-
     from .data import BatchPlan, make_loader, replay_window
     from .evaluators import UniformEvaluator
     from .model import build_model
     from .paths import RunPaths
-    from .train import DistEnv, Trainer
+    from .train import DistEnv, Trainer, alphazero_loss
     from .worker import run_selfplay_task
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,10 +204,9 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
         def step() -> None:
-            logits, value = model(batch["planes"])
-            loss = -(batch["policy"] * F.log_softmax(logits, 1)).sum(1).mean() + F.cross_entropy(value, batch["wdl"])
+            policy_loss, value_loss, _ = alphazero_loss(*model(batch["planes"]), batch["policy"], batch["wdl"])
             opt.zero_grad()
-            loss.backward()
+            (policy_loss + value_loss).backward()
             opt.step()
 
         step()

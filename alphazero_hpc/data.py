@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .encoding import NUM_MOVES, encode_batch
 from .errors import AzhpcError, ShardError
+from .mcts import ragged_ranges
 from .paths import RunPaths
 from .shards import ShardData, read_shard, read_sidecar
 
@@ -108,10 +109,8 @@ def decode(data: ShardData, rows: np.ndarray) -> dict[str, np.ndarray]:
 
     pos = data.positions
     batch = PositionBatch(pos.bitboards[rows], pos.repetitions[rows], pos.turn[rows], pos.castling[rows], pos.halfmove[rows])
-    offsets = data.policy_offset
     counts = data.policy_count[rows].astype(np.int64)
-    starts = offsets[rows]
-    flat = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    flat = ragged_ranges(data.policy_offset[rows], counts)
     policy = np.zeros((len(rows), NUM_MOVES), np.float32)
     policy[np.repeat(np.arange(len(rows)), counts), data.policy_index[flat].astype(np.int64)] = data.policy_prob[flat]
     return {

@@ -8,13 +8,11 @@ old file or the complete new one, never a partial one, even if the writer is kil
 from __future__ import annotations
 
 import contextlib
-import errno
-import shutil
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from .errors import describe_os_error
 
@@ -64,19 +62,9 @@ def atomic_path(dest: os.PathLike[str] | str, doing: str = "writing") -> Iterato
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise describe_os_error(exc, dest, doing) from exc
-    except BaseException as exc:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, Exception) and _nearly_full(dest.parent):
-            # Libraries (torch, HDF5) report a full disk as their own errors; name the real cause.
-            raise describe_os_error(OSError(errno.ENOSPC, "No space left on device"), dest, doing) from exc
         raise
-
-
-def _nearly_full(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < (1 << 20)
-    except OSError:
-        return False
 
 
 def write_bytes(dest: os.PathLike[str] | str, data: bytes | memoryview, doing: str = "writing") -> None:
@@ -92,11 +80,6 @@ def write_text(dest: os.PathLike[str] | str, text: str, doing: str = "writing") 
 def write_json(dest: os.PathLike[str] | str, obj: Any, doing: str = "writing") -> None:
     write_bytes(dest, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), doing)
 
-
-def write_with(dest: os.PathLike[str] | str, writer: Callable[[Path], None], doing: str = "writing") -> None:
-    """Atomically create ``dest`` with ``writer(tmp_path)`` (for libraries that want a path: h5py, torch)."""
-    with atomic_path(dest, doing) as tmp:
-        writer(tmp)
 
 
 def read_json(path: os.PathLike[str] | str) -> Any:

@@ -244,14 +244,14 @@ class Forest:
         while frontier.size:
             keep_levels.append(frontier)
             cnt = np.maximum(ecount[frontier], 0)
-            e = _ragged(estart[frontier], cnt)
+            e = ragged_ranges(estart[frontier], cnt)
             ch = child[e]
             frontier = ch[ch >= 0]
         keep = np.concatenate(keep_levels) if keep_levels else np.empty(0, dtype=np.int64)
         new_id = np.full(self.num_nodes + 1, -1, dtype=np.int64)  # +1 so that child -1 maps to -1
         new_id[keep] = np.arange(len(keep))
         cnt = np.maximum(ecount[keep], 0)
-        old_edges = _ragged(estart[keep], cnt)
+        old_edges = ragged_ranges(estart[keep], cnt)
         new_start = np.concatenate(([0], np.cumsum(cnt)[:-1])).astype(np.int64)
 
         def gather(g: _Grow, idx: np.ndarray, fill: float | int) -> None:
@@ -280,7 +280,7 @@ class Forest:
         return new_id
 
 
-def _ragged(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ragged_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ranges [starts[i], starts[i] + counts[i])."""
     total = int(counts.sum())
     if total == 0:
@@ -369,10 +369,15 @@ class BatchedSearch:
         if pending.planes is None:
             self.finish(pending, None, None)
         else:
-            t0 = time.perf_counter()
-            logits, values = self.evaluator.evaluate(pending.planes)
-            self.stats.t_network += time.perf_counter() - t0
+            logits, values, seconds = self.evaluate(pending.planes)
+            self.stats.t_network += seconds
             self.finish(pending, logits, values)
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """The evaluator's answer and the seconds it took (safe to call from another thread)."""
+        t0 = time.perf_counter()
+        logits, values = self.evaluator.evaluate(planes)
+        return logits, values, time.perf_counter() - t0
 
     def prepare(self, roots: Sequence[int], root_fpu: np.ndarray | None = None) -> PendingStep:
         """Select a leaf for each root and encode the leaves that need the network.

@@ -9,7 +9,6 @@ game does not depend on which other games shared its batches.
 from __future__ import annotations
 
 import gc
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -189,7 +188,7 @@ class SelfPlayEngine:
         if games:
             fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in games], np.float32)
             pending = self.search.prepare([g.root for g in games], fpu)
-            future = self._pool.submit(self._evaluate, pending.planes) if pending.planes is not None else None
+            future = self._pool.submit(self.search.evaluate, pending.planes) if pending.planes is not None else None
             submitted = (group, pending, future)
         previous, self._inflight = self._inflight, None
         if not self.pipeline:
@@ -201,11 +200,6 @@ class SelfPlayEngine:
         if self.forest.num_nodes > self._compact_at:
             self._compact()
         return finished
-
-    def _evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        t0 = time.perf_counter()
-        logits, values = self.search.evaluator.evaluate(planes)
-        return logits, values, time.perf_counter() - t0
 
     def _complete(self, step: tuple) -> list[GameRecord]:
         """Take the network's answer for a group, back it up and play the moves whose search is done."""

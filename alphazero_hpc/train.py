@@ -73,6 +73,14 @@ def dist_env() -> DistEnv:
     return DistEnv()
 
 
+def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, target_policy: torch.Tensor,
+                   target_wdl: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(policy loss, value loss, policy log-probabilities): cross-entropy against the search's visit
+    distribution [B, 4672] and against the game's win/draw/loss class [B]. Computed in float32."""
+    logp = F.log_softmax(logits.float(), dim=1)
+    return -(target_policy * logp).sum(1).mean(), F.cross_entropy(value.float(), target_wdl), logp
+
+
 def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
     """Steps of a generation: replay_ratio positions trained per new position, at the global batch size."""
     fresh = new_positions(paths, generation)
@@ -170,9 +178,7 @@ class Trainer:
             model.train()
             with torch.autocast(self.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
                 logits, value = forward(x)
-            logp = F.log_softmax(logits.float(), dim=1)
-            policy_loss = -(target_p * logp).sum(1).mean()
-            value_loss = F.cross_entropy(value.float(), target_v)
+            policy_loss, value_loss, logp = alphazero_loss(logits, value, target_p, target_v)
             loss = policy_loss + value_loss
             opt.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
