@@ -83,6 +83,109 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
         raise click.exceptions.Exit(code)
 
 
+def _default_run_dir() -> Path:
+    import time
+
+    return DEFAULT_ROOT / time.strftime("run-%Y%m%d-%H%M%S")
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="AZHPC_CONFIG", help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--run-dir", type=click.Path(path_type=Path), help="Run folder [default: scratch/run-DATE-TIME].")
+@click.option("--generations", type=click.IntRange(min=1), help="Generations to play and train [config run.generations].")
+@click.option("--cluster", type=click.Choice(["slurm", "local"]), help="Where to run [default: slurm when sinfo answers, else local].")
+@click.option("--nodes", type=click.IntRange(min=1), help="Nodes per training job [slurm.nodes].")
+@click.option("--gpus-per-node", type=click.IntRange(min=0), help="GPUs per node: one self-play task each [slurm.gpus_per_node].")
+@click.option("--tasks", type=click.IntRange(min=1), help="Self-play tasks per generation [slurm.selfplay_tasks; default one per GPU].")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), help="CPUs per self-play task and per GPU of training [slurm.cpus_per_task].")
+@click.option("--partition", help="SLURM partition [slurm.partition].")
+@click.option("--account", help="SLURM account [slurm.account].")
+@click.option("--qos", help="SLURM QOS [slurm.qos].")
+@click.option("--selfplay-time", type=click.IntRange(min=1), help="Time limit of a self-play task, minutes [slurm.selfplay_time_min].")
+@click.option("--train-time", type=click.IntRange(min=1), help="Time limit of a training job, minutes [slurm.train_time_min].")
+@click.option("--dry-run", is_flag=True, help="Print the sbatch scripts of the whole chain and submit nothing.")
+@click.option("--wait", "wait_", is_flag=True, help="Block and show progress; exit non-zero if the run fails.")
+def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_per_node, tasks, cpus_per_task, partition,
+           account, qos, selfplay_time, train_time, dry_run, wait_) -> None:
+    """Run the AlphaZero loop: per generation a self-play array (one task per GPU), then a training job.
+
+    On SLURM the whole chain is submitted with dependencies and launch returns with the job ids; locally
+    the same stages run as processes on this machine (in the background unless --wait).
+    """
+    from .launch.start import launch as do_launch
+    from .launch.start import run_local_foreground, wait
+
+    flags = {"run.generations": generations, "slurm.nodes": nodes, "slurm.gpus_per_node": gpus_per_node,
+             "slurm.selfplay_tasks": tasks, "slurm.cpus_per_task": cpus_per_task, "slurm.partition": partition,
+             "slurm.account": account, "slurm.qos": qos, "slurm.selfplay_time_min": selfplay_time,
+             "slurm.train_time_min": train_time}
+    overrides = tuple(overrides) + tuple(f"{k}={v}" for k, v in flags.items() if v is not None)
+    run_dir = run_dir or _default_run_dir()
+    res = do_launch(run_dir, config_path, overrides, cluster, dry_run=dry_run, detach=not wait_,
+                    command=" ".join(["azhpc", *sys.argv[1:]]))
+    plan = res.plan
+    if dry_run:
+        for what, script in res.scripts:
+            click.echo(f"# ===== {what} =====\n{script}")
+        click.echo(f"# dry run: {len(res.scripts)} sbatch scripts, nothing submitted (job ids 9000xx are placeholders)")
+        return
+    click.echo(f"run {res.paths.root}: {plan.cluster}, {plan.generations} generations x ({plan.tasks} self-play tasks + "
+               f"training on {plan.world_size} rank(s))")
+    if plan.cluster == "slurm":
+        for j in res.record.jobs:
+            click.echo(f"  generation {j.generation} {j.stage:8s} job {j.job_id}"
+                       + (f" (tasks {j.tasks[0]}-{j.tasks[1] - 1})" if j.stage == "selfplay" else "")
+                       + (f"  --dependency={j.dependency}" if j.dependency else ""))
+        if not wait_:
+            click.echo(f"follow it: azhpc status {res.paths.root} --watch")
+            return
+        ok = wait(res.paths.root, echo=click.echo)
+    elif not wait_:
+        click.echo(f"local supervisor pid {res.supervisor_pid} (log {res.paths.logs / 'local-supervisor.log'}); "
+                   f"follow it: azhpc status {res.paths.root} --watch")
+        return
+    else:
+        ok = run_local_foreground(res.paths.root, echo=click.echo)
+    if not ok:
+        raise click.ClickException(f"run {res.paths.root} did not finish: see azhpc status {res.paths.root}")
+    click.echo(f"done: {res.paths.model(plan.generations)}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path), required=False)
+@click.option("--watch", is_flag=True, help="Refresh in place until the run is over (Ctrl-C stops watching, not the run).")
+@click.option("--interval", type=click.FloatRange(min=0.5), default=5.0, show_default=True, help="Seconds between refreshes.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(run_dir: Path | None, watch: bool, interval: float, as_json: bool) -> None:
+    """Per generation: tasks done/running/pending/failed, games, positions, games/s, losses, jobs and their states.
+
+    RUN defaults to the newest run folder under scratch/.
+    """
+    import time
+
+    from .status import collect, finished, render
+
+    run_dir = run_dir or _newest_run()
+    while True:
+        st = collect(run_dir)
+        text = json.dumps(st, indent=1) if as_json else render(st)
+        if watch and sys.stdout.isatty():
+            click.echo("\x1b[H\x1b[2J" + text + f"\n(refreshing every {interval:g}s; Ctrl-C stops watching)")
+        else:
+            click.echo(text)
+        if not watch or finished(st)[0]:
+            return
+        time.sleep(interval)
+
+
+def _newest_run() -> Path:
+    runs = sorted((p for p in DEFAULT_ROOT.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise click.ClickException(f"no run folder under {DEFAULT_ROOT}/: pass the run folder, e.g. azhpc status scratch/run-...")
+    return runs[-1].parent
+
+
 @main.command()
 @click.option("--run-dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True, help="Where runs go (checked for writing).")
 def doctor(run_dir: Path) -> None:

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from .errors import ConfigError
+
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,-]*$")
 
 
 def _check(cond: bool, key: str, msg: str) -> None:
@@ -123,6 +126,8 @@ class TrainConfig:
     compile: bool = False  # torch.compile the network
     channels_last: bool = False  # NHWC memory layout (helps tensor cores)
     loader_workers: int = 2  # DataLoader worker processes per rank
+    min_selfplay_fraction: float = 0.75  # training starts only if this share of the generation's games is in
+                                         # complete shards (the rest: failed tasks, see docs/pipeline.md)
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
@@ -135,13 +140,17 @@ class TrainConfig:
         _check(self.window_positions >= 0, "train.window_positions", "must be >= 0")
         _check(self.amp in ("auto", "bf16", "fp16", "off"), "train.amp", "must be auto, bf16, fp16 or off")
         _check(self.loader_workers >= 0, "train.loader_workers", "must be >= 0")
+        _check(0.0 < self.min_selfplay_fraction <= 1.0, "train.min_selfplay_fraction", "must be in (0, 1]")
 
 
 @dataclass(frozen=True)
 class SlurmConfig:
-    """Resources asked of SLURM for each stage."""
+    """Resources asked of SLURM for each stage (``azhpc launch`` options set the same keys)."""
 
-    cpus_per_task: int = 2  # CPUs of one self-play task (one GPU each)
+    nodes: int = 1  # nodes of a training job; with gpus_per_node also the size of a self-play array
+    gpus_per_node: int = 1  # GPUs per node: one self-play task each, all of them in a training job
+    selfplay_tasks: int = 0  # self-play array tasks per generation; 0: nodes * gpus_per_node (one per GPU)
+    cpus_per_task: int = 2  # CPUs of one self-play task (one GPU each); a training node gets this per GPU
     selfplay_time_min: int = 60  # time limit of a self-play array task, minutes
     train_time_min: int = 60  # time limit of a training job, minutes
     partition: str = ""  # empty: the cluster's default
@@ -151,6 +160,12 @@ class SlurmConfig:
     def __post_init__(self) -> None:
         _check(self.cpus_per_task >= 1, "slurm.cpus_per_task", "must be >= 1")
         _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
+        _check(self.nodes >= 1, "slurm.nodes", "must be >= 1")
+        _check(self.gpus_per_node >= 0, "slurm.gpus_per_node", "must be >= 0 (0: CPU-only nodes)")
+        _check(self.selfplay_tasks >= 0, "slurm.selfplay_tasks", "must be >= 0 (0: one per GPU)")
+        for key in ("partition", "account", "qos"):
+            _check(bool(_SLURM_NAME.match(getattr(self, key))), f"slurm.{key}",
+                   "may hold only letters, digits and _ . - , (a SLURM name or a comma list of names)")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@
     RUN/selfplay/gen-0003/task-0001/shard-00002.pgn     a sample of the shard's games
     RUN/selfplay/gen-0003/progress/task-0001.json       live progress of the task
     RUN/train/gen-0004/                                 training that writes models/gen-0004.pt
+    RUN/train/gen-0004/progress.json                    that training job's status, attempt and error
+    RUN/launch.json                                     how the run was launched, every job id (azhpc launch)
+    RUN/logs/                                           job logs (submitit, local stage processes)
 """
 
 from __future__ import annotations
@@ -53,6 +56,17 @@ class RunPaths:
 
     def train_dir(self, generation: int) -> Path:
         return self.root / "train" / f"gen-{generation:04d}"
+
+    def train_progress(self, generation: int) -> Path:
+        return self.train_dir(generation) / "progress.json"
+
+    @property
+    def launch_record(self) -> Path:
+        return self.root / "launch.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
 
     def complete_shards(self, generation: int, task: int) -> list[int]:
         """Shard indices of a task whose sidecar exists (a sidecar is written after its shard)."""

@@ -33,6 +33,8 @@ class TaskProgress:
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
     slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
+    node: str = field(default_factory=lambda: os.environ.get("SLURMD_NODENAME", ""))
+    cuda_visible_devices: str = field(default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     started: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     elapsed_s: float = 0.0  # this attempt

@@ -208,7 +208,7 @@ class Trainer:
                     p = logp.exp()
                     entropy = float(-(p * logp).sum(1).mean())
                     agree = float((logits.argmax(1) == target_p.argmax(1)).float().mean())
-                row = {"step": step, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                row = {"step": step, "steps": steps, "world_size": self.env.world, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                               "policy_entropy": entropy, "top1_agreement": agree, "grad_norm": float(grad_norm),
                               "lr": sched.get_last_lr()[0], "samples_per_s": self.cfg.train.batch_size / max(now - t_last, 1e-9),
                        "data_wait_share": t_data / max(now - t_last, 1e-9), "skipped_steps": skipped}
@@ -227,6 +227,7 @@ class Trainer:
             metrics = self._last_metrics()
             save_checkpoint(self.out, model, self.generation + 1,
                             extra={"optimizer": opt.state_dict(), "trained_from": self.generation, "steps": step,
+                                   "world_size": self.env.world,
                                    "skipped_steps": skipped, "metrics": metrics})
             self.log(f"wrote {self.out}")
         return {"status": "trained", "steps": step}

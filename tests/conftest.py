@@ -56,3 +56,24 @@ def need_root(reason: str) -> None:
         if IN_CI:
             pytest.fail(f"CI must run as root: {reason}")
         pytest.skip(f"needs root: {reason}")
+
+
+def slurm_answers() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20).stdout.strip() != ""
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real SLURM cluster (slurm/testbed/testbed.sh): tests fail without one in CI and skip elsewhere."""
+    if not slurm_answers():
+        msg = "no SLURM cluster answers (start one: sudo slurm/testbed/testbed.sh start)"
+        if IN_CI or os.environ.get("AZHPC_REQUIRE_SLURM") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %G"], capture_output=True, text=True).stdout
+    return nodes

@@ -14,4 +14,14 @@ if ! .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e 
   echo "tests/run.sh: pip install failed (log above)" >&2
   exit 1
 fi
+# The SLURM tests run against a real cluster: the project's testbed (two emulated nodes, fake GPUs,
+# accounting). Started here when this machine can (root, Debian); AZHPC_TESTBED=0 skips starting it.
+# Where it could not be started (not root, not Debian) a SLURM test skips, unless CI=true: then it fails.
+if [ "${AZHPC_TESTBED:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  export AZHPC_REQUIRE_SLURM=1  # the cluster must be there now: a SLURM test that cannot reach it fails
+  if ! slurm/testbed/testbed.sh start >.venv/testbed.log 2>&1; then
+    cat .venv/testbed.log >&2
+    echo "tests/run.sh: the SLURM testbed did not start (log above); the SLURM tests will report it" >&2
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,168 @@
+"""The same pipeline on one machine: every stage a separate process, as an array task would be.
+
+Self-play tasks run in parallel up to the plan's ``parallel`` (the GPUs, or the CPU cores), each pinned to
+its own GPU through CUDA_VISIBLE_DEVICES and started fresh with exec (never a fork of a process that touched
+CUDA); then training runs ``torchrun --standalone``. The supervisor is the only writer of launch.json and
+records every stage process as a job (``local-<pid>``) with its exit status. Same rules as on SLURM: a
+failed task does not stop training, the minimum-data rule does.
+
+    python -m alphazero_hpc.launch.local RUN     what ``azhpc launch --cluster local`` starts in the background
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..paths import RunPaths
+from .record import JobRecord, LaunchRecord, read_record, write_record
+
+
+@dataclass
+class _Proc:
+    job: JobRecord
+    popen: subprocess.Popen
+    slot: int
+
+
+class LocalSupervisor:
+    def __init__(self, run_dir: Path, on_tick: Callable[[], None] | None = None, tick_s: float = 2.0) -> None:
+        self.paths = RunPaths(Path(run_dir))
+        record = read_record(self.paths)
+        if record is None:
+            raise FileNotFoundError(f"{self.paths.launch_record} (not a launched run)")
+        self.record: LaunchRecord = record
+        self.on_tick, self.tick_s, self._last_tick = on_tick, tick_s, 0.0
+        self.running: list[_Proc] = []
+        self._stop = False
+
+    def _save(self, **supervisor) -> None:
+        self.record.supervisor.update(supervisor, updated=time.time())
+        write_record(self.paths, self.record)
+
+    def _tick(self) -> None:
+        if self.on_tick and time.time() - self._last_tick >= self.tick_s:
+            self._last_tick = time.time()
+            self.on_tick()
+
+    def _env(self, slot: int, threads: int) -> dict[str, str]:
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HDF5_USE_FILE_LOCKING": "FALSE", "PYTHONUNBUFFERED": "1"}
+        if self.record.plan.gpus_per_node:
+            env["CUDA_VISIBLE_DEVICES"] = str(slot)
+        return env
+
+    def _start(self, generation: int, stage: str, args: list[str], tasks: list[int], slot: int, threads: int) -> _Proc:
+        self.paths.logs.mkdir(parents=True, exist_ok=True)
+        name = f"local-g{generation:04d}-{stage}" + (f"-task{tasks[0]:04d}" if stage == "selfplay" else "")
+        log = self.paths.logs / f"{name}.log"
+        attempt = 1 + len([j for j in self.record.jobs_of(generation, stage) if j.tasks == tasks])
+        with open(log, "ab") as fh:
+            popen = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.stages", stage, *args], stdout=fh,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(slot, threads))
+        job = JobRecord(generation, stage, f"local-{popen.pid}", tasks, attempt, state="running", log=str(log))
+        self.record.jobs.append(job)
+        self._save()
+        return _Proc(job, popen, slot)
+
+    def _reap(self) -> None:
+        for proc in list(self.running):
+            code = proc.popen.poll()
+            if code is not None:
+                proc.job.exit_code = code
+                proc.job.state = "done" if code == 0 else "failed"
+                self.running.remove(proc)
+                self._save()
+
+    def _wait_all(self) -> None:
+        while self.running:
+            self._reap()
+            self._tick()
+            time.sleep(0.2)
+
+    def run_generation(self, generation: int) -> bool:
+        plan, run = self.record.plan, str(self.paths.root)
+        threads = max(1, (os.cpu_count() or 1) // plan.parallel)
+        todo = list(range(plan.tasks))
+        while (todo or self.running) and not self._stop:
+            self._reap()
+            while todo and len(self.running) < plan.parallel and not self._stop:
+                free = min(set(range(plan.parallel)) - {p.slot for p in self.running})
+                t = todo.pop(0)
+                self.running.append(self._start(generation, "selfplay", [run, str(generation), str(t), str(plan.tasks)],
+                                                [t, t + 1], free, threads))
+            self._tick()
+            time.sleep(0.2)
+        if self._stop:
+            return False
+        train = self._start(generation, "train", [run, str(generation), f"--nproc-per-node={plan.ranks_per_node}"],
+                            [0, 1], 0, max(1, (os.cpu_count() or 1) // plan.ranks_per_node))
+        self.running.append(train)
+        self._wait_all()
+        return train.job.state == "done"
+
+    def run(self) -> int:
+        """Every generation whose checkpoint is missing; 0 when the last checkpoint exists."""
+        self._save(pid=os.getpid(), host=socket.gethostname(), state="running", error="", started=time.time())
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._cancel)
+        try:
+            for g in range(self.record.plan.generations):
+                if self.paths.model(g + 1).exists():
+                    continue
+                if not self.run_generation(g):
+                    if self._stop:
+                        self._save(state="cancelled", error="cancelled by a signal")
+                        return 130
+                    log = self.record.jobs_of(g, "train")[-1].log
+                    self._save(state="failed", error=f"generation {g} training failed: see {log}")
+                    return 1
+        finally:
+            self._terminate_children()
+        self._save(state="done")
+        return 0
+
+    def _cancel(self, signum, frame) -> None:  # noqa: ARG002
+        self._stop = True
+        self._terminate_children()
+
+    def _terminate_children(self) -> None:
+        for proc in self.running:
+            if proc.popen.poll() is None:
+                proc.popen.terminate()
+        deadline = time.time() + 20
+        for proc in self.running:
+            try:
+                proc.popen.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait()
+        self._reap()
+
+
+def start_detached(run_dir: Path) -> int:
+    """Start the supervisor in its own session (it outlives the terminal); returns its pid."""
+    paths = RunPaths(Path(run_dir))
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    with open(paths.logs / "local-supervisor.log", "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.local", str(run_dir)], stdout=fh,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc.pid
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m alphazero_hpc.launch.local RUN", file=sys.stderr)
+        return 2
+    return LocalSupervisor(Path(argv[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""``RUN/launch.json``: how the run was launched and every job of every generation and stage.
+
+One writer at a time (the ``azhpc launch`` process, or the local supervisor), every write atomic, so a
+reader (``azhpc status``) never sees half a file. With config.yaml, the progress files and the shards'
+sidecars, it is all one needs to understand a run::
+
+    {"schema_version": 1, "created": 1700000000.0, "command": "azhpc launch ...",
+     "plan": {"cluster": "slurm", "generations": 2, "tasks": 4, "nodes": 2, "gpus_per_node": 2, ...},
+     "jobs": [{"generation": 0, "stage": "selfplay", "job_id": "17", "tasks": [0, 4], "attempt": 1,
+               "dependency": "", "submitted": 1700000001.0, "state": "", "exit_code": null}, ...],
+     "supervisor": {"pid": 1234, "host": "vm", "state": "running", "error": ""}}      (local runs only)
+
+``tasks`` is [first, end) of the array elements; a job id of a local stage is ``local-<pid>``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .. import fsutil
+from ..errors import RunDirError
+from ..paths import RunPaths
+from .plan import LaunchPlan
+
+RECORD_SCHEMA = 1
+
+
+@dataclass
+class JobRecord:
+    generation: int
+    stage: str  # selfplay or train
+    job_id: str
+    tasks: list[int] = field(default_factory=lambda: [0, 1])  # [first, end) for self-play arrays
+    attempt: int = 1  # submissions of this generation and stage so far
+    dependency: str = ""
+    submitted: float = field(default_factory=time.time)
+    state: str = ""  # local runs: running, done, failed; SLURM runs ask the scheduler
+    exit_code: int | None = None
+    log: str = ""
+
+    def task_ids(self) -> range:
+        return range(self.tasks[0], self.tasks[1])
+
+
+@dataclass
+class LaunchRecord:
+    plan: LaunchPlan
+    command: str = ""
+    created: float = field(default_factory=time.time)
+    jobs: list[JobRecord] = field(default_factory=list)
+    supervisor: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = RECORD_SCHEMA
+
+    def jobs_of(self, generation: int, stage: str) -> list[JobRecord]:
+        return [j for j in self.jobs if j.generation == generation and j.stage == stage]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["plan"] = self.plan.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LaunchRecord":
+        return cls(plan=LaunchPlan.from_json(data["plan"]), command=data.get("command", ""), created=data.get("created", 0.0),
+                   jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=data.get("supervisor", {}),
+                   schema_version=data.get("schema_version", RECORD_SCHEMA))
+
+
+def write_record(paths: RunPaths, record: LaunchRecord) -> None:
+    fsutil.write_json(paths.launch_record, record.to_json(), doing="writing the launch record")
+
+
+def read_record(paths: RunPaths) -> LaunchRecord | None:
+    """The launch record, or None for a run made without ``azhpc launch``."""
+    if not paths.launch_record.exists():
+        return None
+    try:
+        data = fsutil.read_json(paths.launch_record)
+        if data.get("schema_version") != RECORD_SCHEMA:
+            raise KeyError("schema_version")
+        return LaunchRecord.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunDirError(f"{paths.launch_record} is not a launch record this azhpc can read ({exc}): "
+                          f"use the azhpc version that launched the run") from exc

@@ -1,0 +1,152 @@
+"""Submit a run's whole chain of generations to SLURM through submitit, then return.
+
+Per generation G (docs/pipeline.md has the why):
+
+    selfplay G   job array, one task per GPU        --dependency=afterok:<train G-1>           (none for G = 0)
+    train G      N nodes x 1 task, all their GPUs   --dependency=afterany:<arrays G>,afterok:<train G-1>
+
+Every dependent job carries ``--kill-on-invalid-dep=yes``: when a dependency can never be met (training
+failed) SLURM cancels the job instead of leaving it PENDING forever. ``afterany`` on the arrays means a
+failed self-play task does not block training; the training job then applies the minimum-data rule
+(``train.min_selfplay_fraction``) and fails with a clear error when too little data was made, which
+cancels the rest of the chain. No process stays alive on the login node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import submitit
+from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer, for --dry-run
+
+from ..config import Config
+from ..errors import AzhpcError
+from ..paths import RunPaths
+from .plan import LaunchPlan
+from .record import JobRecord
+from .stages import selfplay_stage, torchrun_command, train_stage
+
+
+class _ScriptExecutor(submitit.SlurmExecutor):
+    """Validates and converts parameters like submitit, for a dry run: never submits (and needs no srun)."""
+
+    @classmethod
+    def affinity(cls) -> int:
+        return 2
+
+    def _internal_process_submissions(self, delayed_submissions):  # pragma: no cover - a guard
+        raise RuntimeError("a dry run must not submit")
+
+    def render(self, array_size: int | None) -> str:
+        return _make_sbatch_string(command=self._submitit_command_str, folder=self.folder, map_count=array_size,
+                                   **self.parameters)
+
+
+def _submit_error(what: str, exc: Exception) -> AzhpcError:
+    text = " ".join(str(exc).split())
+    if "sbatch" in text and "error:" in text:
+        text = text[text.index("error:"):]
+    return AzhpcError(f"sbatch refused the {what}: {text[:300]}; check --partition/--account/--qos and the resources asked")
+
+
+class SlurmChain:
+    """Submits stages with submitit; ``dry_run`` collects the scripts instead of calling sbatch."""
+
+    def __init__(self, paths: RunPaths, cfg: Config, plan: LaunchPlan, dry_run: bool = False) -> None:
+        self.paths, self.cfg, self.plan, self.dry_run = paths, cfg, plan, dry_run
+        self.scripts: list[tuple[str, str]] = []  # (title, sbatch script) in dry-run
+        self._next_fake = 900001
+        self._tmp = tempfile.TemporaryDirectory(prefix="azhpc-dry-run-") if dry_run else None
+        self.folder = Path(self._tmp.name) if self._tmp else paths.logs.resolve()
+        self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in paths.root.resolve().name)[:40]
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def _executor(self) -> submitit.SlurmExecutor:
+        cls = _ScriptExecutor if self.dry_run else submitit.SlurmExecutor
+        return cls(folder=self.folder / "%j")
+
+    def _common(self, dependency: str) -> dict:
+        s = self.cfg.slurm
+        params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE"]}
+        for key in ("partition", "account", "qos"):
+            if getattr(s, key):
+                params[key] = getattr(s, key)
+        if dependency:
+            params["dependency"] = dependency
+            params["additional_parameters"] = {"kill-on-invalid-dep": "yes"}
+        return params
+
+    def _submit(self, what: str, ex: submitit.SlurmExecutor, submit: Callable[[], list], array_size: int | None) -> list[str]:
+        """Job ids of the submission (one per array element); a dry run renders the script instead."""
+        if isinstance(ex, _ScriptExecutor):
+            job_id = str(self._next_fake)
+            self._next_fake += 1
+            self.scripts.append((what, self._show(ex.render(array_size))))
+            return [f"{job_id}_{i}" for i in range(array_size)] if array_size else [job_id]
+        sink = io.StringIO()  # submitit echoes sbatch's stderr; the error below says it in one line
+        try:
+            with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
+                jobs = submit()
+        except Exception as exc:  # noqa: BLE001 - submitit raises several types for a refused sbatch
+            raise _submit_error(what, exc) from exc
+        return [j.job_id for j in jobs]
+
+    def _show(self, script: str) -> str:
+        return script.replace(str(self.folder), str(self.paths.logs.resolve()))
+
+    def submit_selfplay(self, generation: int, after_train: str = "", attempt: int = 1) -> list[JobRecord]:
+        s, plan = self.cfg.slurm, self.plan
+        dependency = f"afterok:{after_train}" if after_train else ""
+        records = []
+        for chunk in plan.arrays():
+            ex = self._executor()
+            ex.update_parameters(
+                job_name=f"azhpc-{self.name}-sp{generation}", time=s.selfplay_time_min, nodes=1, ntasks_per_node=1,
+                cpus_per_task=s.cpus_per_task, array_parallelism=len(chunk),
+                **({"gpus_per_node": 1} if plan.gpus_per_node else {}), **self._common(dependency))
+            ex.parameters["setup"] = ex.parameters["setup"] + [f"export OMP_NUM_THREADS={s.cpus_per_task}"]
+            n = len(chunk)
+            run = str(self.paths.root.resolve())
+            jobs = self._submit(f"generation {generation} self-play array (tasks {chunk.start}-{chunk.stop - 1})", ex,
+                                lambda: ex.map_array(selfplay_stage, [run] * n, [generation] * n, list(chunk), [plan.tasks] * n),
+                                n if n > 1 else None)
+            job_id = jobs[0].split("_")[0]
+            records.append(JobRecord(generation, "selfplay", job_id, [chunk.start, chunk.stop], attempt, dependency))
+        return records
+
+    def submit_train(self, generation: int, arrays: list[str], after_train: str = "", attempt: int = 1) -> JobRecord:
+        s, plan = self.cfg.slurm, self.plan
+        parts = ([f"afterany:{':'.join(arrays)}"] if arrays else []) + ([f"afterok:{after_train}"] if after_train else [])
+        dependency = ",".join(parts)
+        ex = self._executor()
+        ex.update_parameters(
+            job_name=f"azhpc-{self.name}-tr{generation}", time=s.train_time_min, nodes=plan.nodes, ntasks_per_node=1,
+            cpus_per_task=s.cpus_per_task * plan.ranks_per_node,
+            **({"gpus_per_node": plan.gpus_per_node} if plan.gpus_per_node else {}), **self._common(dependency))
+        ex.parameters["setup"] = ex.parameters["setup"] + [f"export OMP_NUM_THREADS={s.cpus_per_task}"]
+        run = str(self.paths.root.resolve())
+        job_id = self._submit(f"generation {generation} training job", ex,
+                              lambda: [ex.submit(train_stage, run, generation, plan.ranks_per_node)], None)[0]
+        if self.dry_run:
+            title, script = self.scripts[-1]
+            each = shlex.join(torchrun_command(run, generation, plan.ranks_per_node, (plan.nodes, 0, "<first node>", "$SLURM_JOB_ID")))
+            self.scripts[-1] = (title, script + f"# each node's task runs (stages.train_stage):\n#   {each}\n")
+        return JobRecord(generation, "train", job_id, [0, 1], attempt, dependency)
+
+    def submit_generations(self, first: int, last: int, after_train: str = "") -> list[JobRecord]:
+        """Self-play and training of generations first..last-1, each chained on the previous training."""
+        records: list[JobRecord] = []
+        for g in range(first, last):
+            arrays = self.submit_selfplay(g, after_train)
+            train = self.submit_train(g, [r.job_id for r in arrays], after_train)
+            records += arrays + [train]
+            after_train = train.job_id
+        return records

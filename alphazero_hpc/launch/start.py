@@ -1,0 +1,147 @@
+"""``launch()``: resolve the run's config and plan, record them, then submit the chain (SLURM) or start the
+local supervisor. ``wait()`` follows a run until nothing can change any more."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .. import scheduler
+from ..checkpoint import ensure_initial_checkpoint
+from ..config import Config, load_config
+from ..errors import AzhpcError, RunDirError
+from ..paths import RunPaths
+from ..run import resolve_run_config
+from . import plan as planning
+from .record import LaunchRecord, write_record
+
+
+@dataclass
+class LaunchResult:
+    paths: RunPaths
+    plan: planning.LaunchPlan
+    record: LaunchRecord | None = None
+    scripts: list[tuple[str, str]] = field(default_factory=list)  # dry run: (what, sbatch script)
+    supervisor_pid: int = 0
+
+
+def _plan(cfg: Config, cluster: str) -> planning.LaunchPlan:
+    if cluster == "slurm":
+        return planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
+    gpus, cpus = planning.local_devices()
+    return planning.make_plan(cfg, "local", local_gpus=gpus if cfg.slurm.gpus_per_node else 0, local_cpus=cpus)
+
+
+def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[str], cluster: str | None = None,
+           dry_run: bool = False, detach: bool = True, command: str = "") -> LaunchResult:
+    cluster = cluster or planning.detect_cluster()
+    paths = RunPaths(Path(run_dir))
+    if dry_run:
+        if cluster != "slurm":
+            raise AzhpcError("--dry-run prints SLURM job scripts: add --cluster slurm (no cluster is needed to print them)")
+        cfg = load_config(config_path, overrides)
+        plan = planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
+        from .slurm import SlurmChain
+
+        chain = SlurmChain(paths, cfg, plan, dry_run=True)
+        try:
+            chain.submit_generations(0, plan.generations)
+        finally:
+            chain.close()
+        return LaunchResult(paths, plan, scripts=chain.scripts)
+
+    if paths.launch_record.exists():
+        raise RunDirError(f"{paths.root} was already launched ({paths.launch_record}): follow it with azhpc status {paths.root}, "
+                          f"or choose a new --run-dir")
+    if paths.generations():
+        raise RunDirError(f"{paths.root} already holds self-play data made outside azhpc launch: choose a new --run-dir")
+    if cluster == "slurm" and planning.detect_cluster() != "slurm":
+        raise AzhpcError("no SLURM cluster answers here (sinfo failed or is missing): run on a login node, "
+                         "or use --cluster local (slurm/testbed/testbed.sh starts a test cluster)")
+    fresh = not paths.root.exists()
+    try:
+        return _launch(paths, config_path, overrides, cluster, detach, command)
+    except BaseException:
+        if fresh:  # nothing ran: leave no half-made run folder behind
+            shutil.rmtree(paths.root, ignore_errors=True)
+        raise
+
+
+def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str, detach: bool, command: str) -> LaunchResult:
+    if config_path is None and not overrides and paths.config.exists():
+        cfg = resolve_run_config(paths)
+    else:
+        cfg = load_config(config_path, overrides)  # validate before writing anything
+        _plan(cfg, cluster)  # raises on a plan that cannot run
+        cfg = resolve_run_config(paths, config_path, overrides)
+    plan = _plan(cfg, cluster)
+    ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
+    record = LaunchRecord(plan=plan, command=command)
+    if cluster == "local":
+        write_record(paths, record)
+        result = LaunchResult(paths, plan, record)
+        if detach:
+            from .local import start_detached
+
+            result.supervisor_pid = start_detached(paths.root)
+        return result
+
+    from .slurm import SlurmChain
+
+    chain = SlurmChain(paths, cfg, plan)
+    submitted: list = []
+    try:
+        for g in range(plan.generations):
+            after = submitted[-1].job_id if submitted else ""
+            arrays = chain.submit_selfplay(g, after)
+            submitted += arrays
+            submitted.append(chain.submit_train(g, [a.job_id for a in arrays], after))
+    except BaseException:
+        scheduler.cancel([j.job_id for j in submitted])  # no half chain left queued
+        raise
+    record.jobs = submitted
+    write_record(paths, record)
+    return LaunchResult(paths, plan, record)
+
+
+def _echo_changes(echo: Callable[[str], None]) -> Callable[[dict], None]:
+    from ..status import render_brief
+
+    last = [""]
+
+    def show(status: dict) -> None:
+        line = render_brief(status)
+        if line != last[0]:
+            echo(time.strftime("[%H:%M:%S] ") + line)
+            last[0] = line
+
+    return show
+
+
+def wait(run_dir: Path, echo: Callable[[str], None] = print, poll_s: float = 5.0) -> bool:
+    """Print a line whenever the run's progress changes, until the run is over; True if it succeeded."""
+    from ..status import collect, finished, render
+
+    show = _echo_changes(echo)
+    while True:
+        status = collect(run_dir)
+        show(status)
+        over, ok = finished(status)
+        if over:
+            echo(render(status))
+            return ok
+        time.sleep(poll_s)
+
+
+def run_local_foreground(run_dir: Path, echo: Callable[[str], None] = print, tick_s: float = 5.0) -> bool:
+    """Run the local supervisor in this process, printing status as it goes; True if the run succeeded."""
+    from ..status import collect, render
+    from .local import LocalSupervisor
+
+    show = _echo_changes(echo)
+    code = LocalSupervisor(run_dir, on_tick=lambda: show(collect(run_dir)), tick_s=tick_s).run()
+    echo(render(collect(run_dir)))
+    return code == 0

@@ -1,0 +1,71 @@
+"""Job states from SLURM: squeue for live jobs, sacct for finished ones, each optional.
+
+Without accounting sacct fails and a finished job simply disappears from squeue; callers then fall back
+to what is on disk (progress files, shards, checkpoints). Array elements are keyed ``ARRAY_INDEX``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+          "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD", "STOPPED"}
+FAILED = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "PREEMPTED"}
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str  # SLURM's state name, e.g. PENDING, RUNNING, COMPLETED, FAILED
+    reason: str = ""  # squeue's reason (Dependency, DependencyNeverSatisfied, ...) or sacct's exit code
+    source: str = ""  # squeue or sacct
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    @property
+    def failed(self) -> bool:
+        return self.state in FAILED
+
+
+def _run(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def query(job_ids: list[str]) -> dict[str, JobState]:
+    """States of the given jobs and of their array elements; jobs SLURM no longer knows are absent."""
+    wanted = {j.split("_")[0] for j in job_ids if j and j[0].isdigit()}
+    if not wanted:
+        return {}
+    states: dict[str, JobState] = {}
+    out = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(sorted(wanted)), "-o", "JobID,State,ExitCode"])
+    for line in (out or "").splitlines():
+        parts = line.split("|")
+        if len(parts) >= 3 and parts[0].split("_")[0] in wanted and "[" not in parts[0]:
+            states[parts[0]] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
+    user = getpass.getuser()
+    out = _run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
+    for line in (out or "").splitlines():
+        parts = line.split("|")
+        if len(parts) >= 3 and parts[0].split("_")[0] in wanted:
+            states[parts[0]] = JobState(parts[1], "" if parts[2] in ("None", "(null)") else parts[2], "squeue")
+    return states
+
+
+def element_state(states: dict[str, JobState], job_id: str, index: int, array_size: int) -> JobState | None:
+    """State of element ``index`` of array ``job_id`` (a one-task array was submitted as a plain job)."""
+    return states.get(f"{job_id}_{index}") or (states.get(job_id) if array_size == 1 else None)
+
+
+def cancel(job_ids: list[str]) -> bool:
+    ids = [j for j in job_ids if j and j[0].isdigit()]
+    return not ids or _run(["scancel", *ids]) is not None

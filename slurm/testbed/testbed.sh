@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# A real Slurm cluster on one Debian machine, for trying azhpc's SLURM path and for its tests:
+# two emulated compute nodes (n1, n2: two slurmd on one host), fake GPUs (GRES backed by character
+# devices, so Slurm sets CUDA_VISIBLE_DEVICES per task) and job accounting (slurmdbd + MariaDB).
+#
+#   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
+#   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
+#   slurm/testbed/testbed.sh status         say whether the cluster answers
+#
+# Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
+# records). It refuses to touch an /etc/slurm/slurm.conf it did not write. Settings (environment):
+#   AZHPC_TESTBED_DIR   state, spool, logs and config      [/var/lib/azhpc-testbed]
+#   AZHPC_TESTBED_GPUS  fake GPUs per node                 [4]
+#   AZHPC_TESTBED_CPUS  CPUs each node declares            [8; more than the machine has, so that the
+#                       default resource requests fit: jobs share the real cores]
+set -euo pipefail
+
+DIR=${AZHPC_TESTBED_DIR:-/var/lib/azhpc-testbed}
+GPUS=${AZHPC_TESTBED_GPUS:-4}
+CPUS=${AZHPC_TESTBED_CPUS:-8}
+CLUSTER=azhpc
+ETC=/etc/slurm
+MARK="# written by azhpc slurm/testbed/testbed.sh"
+NODES=(n1 n2)
+PORTS=(17001 17002)
+
+log() { echo "testbed: $*" >&2; }
+die() { echo "testbed: $*" >&2; exit 1; }
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons): sudo $0 $1"; }
+
+answers() { timeout 10 sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
+
+install_packages() {
+  local missing=()
+  command -v slurmctld >/dev/null || missing+=(slurm-wlm)
+  command -v munged >/dev/null || missing+=(munge)
+  command -v slurmdbd >/dev/null || missing+=(slurmdbd)
+  command -v mysqld_safe >/dev/null || missing+=(mariadb-server)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} (apt)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+write_config() {
+  local host; host=$(hostname)
+  mkdir -p "$DIR"/{etc,log,state,run,dev} "$DIR"/spool/{n1,n2} "$ETC"
+  for f in slurm.conf gres.conf slurmdbd.conf; do
+    if [ -e "$ETC/$f" ] && [ "$(readlink -f "$ETC/$f")" != "$DIR/etc/$f" ]; then
+      die "$ETC/$f exists and is not the testbed's: this machine has its own Slurm; run the testbed on a throwaway machine"
+    fi
+  done
+  # Fake GPUs: character devices (c 1 3, as /dev/null). Regular files are accepted but leave CUDA_VISIBLE_DEVICES empty.
+  for n in "${NODES[@]}"; do
+    for ((g = 0; g < GPUS; g++)); do
+      [ -c "$DIR/dev/$n-gpu$g" ] || mknod "$DIR/dev/$n-gpu$g" c 1 3
+    done
+  done
+  cat >"$DIR/etc/slurm.conf" <<EOF
+$MARK
+ClusterName=$CLUSTER
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=cred_expire=10
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+SlurmctldPort=16817
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+MaxArraySize=1001
+InactiveLimit=0
+KillWait=10
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=60
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+SlurmctldParameters=preempt_send_user_signal
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[0]} CPUs=$CPUS RealMemory=4000 Gres=gpu:$GPUS State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[1]} CPUs=$CPUS RealMemory=4000 Gres=gpu:$GPUS State=UNKNOWN
+PartitionName=normal Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 PriorityTier=1 PreemptMode=REQUEUE GraceTime=30
+PartitionName=urgent Nodes=n1,n2 MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=10 PreemptMode=OFF
+EOF
+  {
+    echo "$MARK"
+    echo "AutoDetect=off"
+    for n in "${NODES[@]}"; do echo "NodeName=$n Name=gpu File=$DIR/dev/$n-gpu[0-$((GPUS - 1))]"; done
+  } >"$DIR/etc/gres.conf"
+  cat >"$DIR/etc/slurmdbd.conf" <<EOF
+$MARK
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+SlurmUser=root
+LogFile=$DIR/log/slurmdbd.log
+PidFile=$DIR/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=azhpc-testbed
+StorageLoc=slurm_acct_db
+EOF
+  chmod 600 "$DIR/etc/slurmdbd.conf"
+  for f in slurm.conf gres.conf slurmdbd.conf; do ln -sfn "$DIR/etc/$f" "$ETC/$f"; done
+  # The node names must resolve (srun torchrun's rendezvous endpoint is the first node's name).
+  grep -qE '^127\.0\.0\.1[[:space:]].*\bn1\b' /etc/hosts || echo "127.0.0.1 n1 n2" >>/etc/hosts
+}
+
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
+  local t=$1 what=$2; shift 2
+  for ((i = 0; i < t * 2; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+  die "$what did not come up within ${t}s (logs: $DIR/log)"
+}
+
+start_munge() {
+  if ! pgrep -x munged >/dev/null; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    [ -f /etc/munge/munge.key ] || { mungekey --create 2>/dev/null || create-munge-key -f; chown munge:munge /etc/munge/munge.key; }
+    su -s /bin/sh munge -c /usr/sbin/munged
+  fi
+  wait_for 10 munge sh -c 'munge -n | unmunge'
+}
+
+start_mariadb() {
+  if ! mysqladmin ping >/dev/null 2>&1; then
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
+    (mysqld_safe --user=mysql >"$DIR/log/mysqld_safe.log" 2>&1 &)
+    wait_for 60 MariaDB mysqladmin ping
+  fi
+  mysql -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+            CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'azhpc-testbed';
+            GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+}
+
+start_slurm() {
+  running "$DIR/run/slurmdbd.pid" || slurmdbd
+  wait_for 60 slurmdbd sacctmgr -n list cluster
+  sacctmgr -i -Q add cluster "$CLUSTER" >/dev/null 2>&1 || true
+  sacctmgr -i -Q add account azhpc Cluster="$CLUSTER" Description=testbed Organization=azhpc >/dev/null 2>&1 || true
+  for u in root ${SUDO_USER:-}; do sacctmgr -i -Q add user "$u" Account=azhpc >/dev/null 2>&1 || true; done
+  running "$DIR/run/slurmctld.pid" || slurmctld
+  wait_for 30 slurmctld scontrol ping
+  for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done
+  wait_for 60 "the compute nodes" answers
+  # Nodes left DOWN by an unclean stop come back here.
+  scontrol update NodeName=n1,n2 State=RESUME >/dev/null 2>&1 || true
+}
+
+stop_pid() {  # stop_pid PIDFILE
+  if running "$1"; then
+    local pid; pid=$(cat "$1"); kill "$pid"
+    for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$1"
+}
+
+cmd=${1:-status}
+case "$cmd" in
+  start)
+    need_root start
+    if answers; then log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -)"; exit 0; fi
+    install_packages
+    write_config
+    start_munge
+    start_mariadb
+    start_slurm
+    log "up: $(sinfo -h -N -p normal -o '%N %T %G %c CPUs' | paste -sd, -); accounting: $(sacctmgr -n list cluster format=cluster | xargs)"
+    ;;
+  stop)
+    need_root stop
+    scancel --user=root >/dev/null 2>&1 || true
+    for n in "${NODES[@]}"; do stop_pid "$DIR/run/slurmd-$n.pid"; done
+    stop_pid "$DIR/run/slurmctld.pid"
+    stop_pid "$DIR/run/slurmdbd.pid"
+    mysqladmin shutdown >/dev/null 2>&1 || true
+    log "stopped (config and accounting kept in $DIR)"
+    ;;
+  status)
+    if answers; then sinfo -N -o '%N %T %G %C'; else die "not running (start it: sudo $0 start)"; fi
+    ;;
+  *)
+    die "unknown command '$cmd': use start, stop or status"
+    ;;
+esac

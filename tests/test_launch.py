@@ -1,0 +1,206 @@
+"""azhpc launch / status: the plan, the sbatch scripts, the local pipeline and the chain on a real SLURM cluster."""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+from alphazero_hpc.checkpoint import file_digest, read_checkpoint
+from alphazero_hpc.config import load_config
+from alphazero_hpc.errors import AzhpcError
+from alphazero_hpc.launch.plan import make_plan, split_tasks
+
+from .conftest import TINY, run_cli
+
+# A quick tiny run: 16 games of at most 40 plies per generation, 8 per shard.
+QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0"]
+
+
+def disk_truth(run: Path, generation: int) -> dict:
+    """Games, positions and shards of a generation, counted from the HDF5 files themselves."""
+    games = rows = shards = 0
+    models = set()
+    for path in sorted((run / "selfplay" / f"gen-{generation:04d}").glob("task-*/shard-*.h5")):
+        with h5py.File(path, "r") as f:
+            games += int(f.attrs["games"])
+            rows += f["value_target"].shape[0]
+            models.add(f.attrs["model_sha256"])
+        shards += 1
+    return {"games": games, "positions": rows, "shards": shards, "models": models}
+
+
+def status_json(run: Path) -> dict:
+    res = run_cli("status", str(run), "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def check_status_matches_disk(run: Path, generations: int) -> dict:
+    st = status_json(run)
+    assert len(st["generations"]) == generations
+    for gen in st["generations"]:
+        g = gen["generation"]
+        truth = disk_truth(run, g)
+        sp = gen["selfplay"]
+        assert (sp["games"], sp["positions"], sp["shards"]) == (truth["games"], truth["positions"], truth["shards"])
+        assert sp["done"] == sp["tasks"] and sp["failed"] == 0
+        assert gen["train"]["checkpoint"] == str(run / "models" / f"gen-{g + 1:04d}.pt")
+        # generation g's self-play played generation g's network (generation 1 loads what training 0 wrote)
+        assert truth["models"] == {file_digest(run / "models" / f"gen-{g:04d}.pt")}
+    return st
+
+
+def test_split_tasks_respects_max_array_size():
+    assert split_tasks(16, 1001) == [range(0, 16)]
+    parts = split_tasks(2500, 1001)
+    assert [len(p) for p in parts] == [1001, 1001, 498]
+    assert [t for p in parts for t in p] == list(range(2500))
+
+
+def test_plan_rejects_what_would_fail_later():
+    cfg = load_config(TINY, ["slurm.nodes=2", "slurm.gpus_per_node=3"])  # 6 ranks, batch 64
+    with pytest.raises(AzhpcError, match="does not split over 6 training ranks"):
+        make_plan(cfg, "slurm")
+    with pytest.raises(AzhpcError, match="below the 32 self-play tasks"):
+        make_plan(load_config(TINY, ["slurm.selfplay_tasks=32"]), "slurm")
+    with pytest.raises(AzhpcError, match="needs a cluster"):
+        make_plan(load_config(TINY, ["slurm.nodes=2"]), "local", local_cpus=2)
+    plan = make_plan(load_config(TINY, ["slurm.nodes=2", "slurm.gpus_per_node=2"]), "slurm")
+    assert (plan.tasks, plan.world_size) == (4, 4)
+    local = make_plan(load_config(TINY), "local", local_gpus=0, local_cpus=2)
+    assert (local.tasks, local.parallel, local.world_size) == (2, 2, 1)
+
+
+def test_dry_run_two_nodes_eight_gpus(tmp_path):
+    res = run_cli("launch", "--cluster", "slurm", "--dry-run", "--config", "configs/cluster.yaml", "--nodes", "2",
+                  "--gpus-per-node", "8", "--generations", "2", "--partition", "gpu", "--account", "proj-1",
+                  "--qos", "high", "--run-dir", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr
+    scripts = res.stdout.split("# ===== ")[1:]
+    assert len(scripts) == 4  # 2 x (array, training)
+    sp0, tr0, sp1, tr1 = scripts
+    ids = {}
+    for name, script in (("sp0", sp0), ("tr0", tr0), ("sp1", sp1), ("tr1", tr1)):
+        for opt in ("--partition=gpu", "--account=proj-1", "--qos=high", "--ntasks-per-node=1"):
+            assert f"#SBATCH {opt}\n" in script, (name, opt)
+        assert "export HDF5_USE_FILE_LOCKING=FALSE" in script
+        assert "srun" in script and "submitit.core._submit" in script
+        ids[name] = script.split("=====")[0]
+    for sp in (sp0, sp1):
+        assert "#SBATCH --array=0-15%16\n" in sp  # one task per GPU
+        assert "#SBATCH --gpus-per-node=1\n" in sp and "#SBATCH --cpus-per-task=12\n" in sp
+        assert "#SBATCH --time=240\n" in sp and "#SBATCH --nodes=1\n" in sp
+    for tr in (tr0, tr1):
+        assert "#SBATCH --nodes=2\n" in tr and "#SBATCH --gpus-per-node=8\n" in tr and "#SBATCH --cpus-per-task=96\n" in tr
+        assert "#SBATCH --time=120\n" in tr and "#SBATCH --kill-on-invalid-dep=yes\n" in tr
+        assert "--nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d" in tr.replace("--nproc-per-node=8 --nnodes=2", "--nnodes=2 --nproc-per-node=8")
+    assert "--dependency" not in sp0
+    assert "#SBATCH --dependency=afterany:900001\n" in tr0
+    assert "#SBATCH --dependency=afterok:900002\n" in sp1
+    assert "#SBATCH --dependency=afterany:900003,afterok:900002\n" in tr1
+    assert not (tmp_path / "run").exists(), "a dry run must not write the run folder"
+
+
+def test_launch_rejects_unsafe_values_in_one_line(tmp_path):
+    res = run_cli("launch", "--cluster", "slurm", "--dry-run", "--config", str(TINY), "--partition", "gpu; rm -rf ~",
+                  "--run-dir", str(tmp_path / "r"))
+    assert res.returncode == 1
+    assert len(res.stderr.strip().splitlines()) == 1 and "slurm.partition" in res.stderr
+
+
+@pytest.mark.slow
+def test_local_pipeline_two_generations(tmp_path):
+    run = tmp_path / "run"
+    res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), "--wait", *QUICK, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "done:" in res.stdout
+    st = check_status_matches_disk(run, 2)
+    assert st["supervisor"]["state"] == "done"
+    record = json.loads((run / "launch.json").read_text())
+    stages = [(j["generation"], j["stage"], j["state"]) for j in record["jobs"]]
+    tasks = record["plan"]["tasks"]
+    assert stages == [(0, "selfplay", "done")] * tasks + [(0, "train", "done")] + [(1, "selfplay", "done")] * tasks + [(1, "train", "done")]
+    assert read_checkpoint(run / "models" / "gen-0002.pt")["generation"] == 2
+    again = run_cli("launch", "--cluster", "local", "--run-dir", str(run), *QUICK)
+    assert again.returncode == 1 and "already launched" in again.stderr
+
+
+def wait_for_run(run: Path, timeout: float) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st = status_json(run)
+        active = [j for g in st["generations"] for j in g["jobs"]
+                  if any(s in j["state"] for s in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"))]
+        if not active:
+            return st
+        time.sleep(3)
+    subprocess.run(["scancel", "--name", f"azhpc-{run.name}-sp0"])
+    pytest.fail(f"run {run} still has jobs after {timeout}s:\n" + run_cli("status", str(run)).stdout)
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split("|")[0]: line.split("|")[1].split()[0] for line in out.splitlines() if line}
+
+
+@pytest.mark.slow
+def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
+    run = tmp_path / "sl2"
+    res = run_cli("launch", "--cluster", "slurm", "--nodes", "2", "--gpus-per-node", "2", "--generations", "2",
+                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK)
+    assert res.returncode == 0, res.stderr
+    record = json.loads((run / "launch.json").read_text())
+    st = wait_for_run(run, 540)
+    for g in range(2):
+        arrays = [j for j in record["jobs"] if j["generation"] == g and j["stage"] == "selfplay"]
+        assert len(arrays) == 1 and arrays[0]["tasks"] == [0, 4]
+        seen = set()
+        for t in range(4):
+            p = json.loads((run / "selfplay" / f"gen-{g:04d}" / "progress" / f"task-{t:04d}.json").read_text())
+            assert p["slurm_job_id"] == arrays[0]["job_id"] and p["cuda_visible_devices"] != ""
+            seen.add((p["node"], p["cuda_visible_devices"]))
+        assert len(seen) == 4, f"tasks shared a GPU: {seen}"
+        metrics = [json.loads(x) for x in (run / "train" / f"gen-{g + 1:04d}" / "metrics.jsonl").read_text().splitlines()]
+        assert {m["world_size"] for m in metrics} == {4}
+        assert read_checkpoint(run / "models" / f"gen-{g + 1:04d}.pt")["world_size"] == 4
+        tp = json.loads((run / "train" / f"gen-{g + 1:04d}" / "progress.json").read_text())
+        assert tp["nodes"] == 2 and tp["ranks"] == 4 and tp["status"] == "done"
+    ids = [j["job_id"] for j in record["jobs"]]
+    states = sacct_states(ids)
+    assert len(states) == 2 * (4 + 1) and set(states.values()) == {"COMPLETED"}, states
+    st = check_status_matches_disk(run, 2)
+    assert all(j["state"] == "COMPLETED" for g in st["generations"] for j in g["jobs"])
+
+
+@pytest.mark.slow
+def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_path):
+    """A cancelled array task: training still starts (afterany), applies the minimum-data rule and fails
+    with a clear error, and the rest of the chain is cancelled instead of pending forever."""
+    run = tmp_path / "slfail"
+    res = run_cli("launch", "--cluster", "slurm", "--nodes", "1", "--gpus-per-node", "2", "--generations", "2",
+                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK, "--set", "selfplay.games_per_generation=64", "--set", "selfplay.max_plies=80",
+                  "--set", "train.min_selfplay_fraction=1.0")
+    assert res.returncode == 0, res.stderr
+    record = json.loads((run / "launch.json").read_text())
+    array = record["jobs"][0]["job_id"]
+    deadline = time.time() + 120
+    progress = run / "selfplay" / "gen-0000" / "progress" / "task-0001.json"
+    while time.time() < deadline and json.loads(progress.read_text() if progress.exists() else "{}").get("status") != "running":
+        time.sleep(0.2)
+    subprocess.run(["scancel", f"{array}_1"], check=True)
+    st = wait_for_run(run, 300)
+    gen0, gen1 = st["generations"]
+    assert gen0["selfplay"]["failed"] == 1
+    failed = [t for t in gen0["selfplay"]["task_rows"] if t["state"] == "failed"]
+    assert failed[0]["task"] == 1 and "CANCELLED" in failed[0]["detail"]
+    assert gen0["train"]["state"] == "failed" and "below the minimum" in gen0["train"]["error"]
+    states = sacct_states([j["job_id"] for j in record["jobs"]])
+    train0, sp1, train1 = (j["job_id"] for j in record["jobs"][1:])
+    assert states[train0] == "FAILED"
+    assert all(v == "CANCELLED" for k, v in states.items() if k.split("_")[0] in (sp1, train1)), states
+    plain = run_cli("status", str(run))
+    assert "FAILED" in plain.stdout and "below the minimum" in plain.stdout
