@@ -50,8 +50,10 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
     out = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(sorted(wanted)), "-o", "JobID,State,ExitCode"])
     for line in (out or "").splitlines():
         parts = line.split("|")
-        if len(parts) >= 3 and parts[0].split("_")[0] in wanted and "[" not in parts[0]:
-            states[parts[0]] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
+        if len(parts) >= 3 and parts[0].split("_")[0] in wanted:
+            # an array that never started is one row, ID_[0-3]: its state stands for every element
+            key = parts[0].split("_")[0] if "[" in parts[0] else parts[0]
+            states[key] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
     user = getpass.getuser()
     out = _run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
     for line in (out or "").splitlines():
@@ -62,8 +64,9 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
 
 
 def element_state(states: dict[str, JobState], job_id: str, index: int, array_size: int) -> JobState | None:
-    """State of element ``index`` of array ``job_id`` (a one-task array was submitted as a plain job)."""
-    return states.get(f"{job_id}_{index}") or (states.get(job_id) if array_size == 1 else None)
+    """State of element ``index`` of array ``job_id``: its own row, else the array's (an array that never
+    started, or a one-task array, which submitit submits as a plain job)."""
+    return states.get(f"{job_id}_{index}") or states.get(job_id)
 
 
 def cancel(job_ids: list[str]) -> bool:

@@ -67,7 +67,9 @@ def _task_state(t: int, progress: dict | None, record: LaunchRecord | None, stat
         if sched.active:
             return "running", ""
         if sched.failed:
-            return "failed", f"{sched.state} ({sched.reason})" + (f": {progress['error']}" if progress and progress.get("error") else "")
+            if progress is None:
+                return "failed", f"{sched.state} before it started"
+            return "failed", f"{sched.state} ({sched.reason})" + (f": {progress['error']}" if progress.get("error") else "")
         if progress is None:
             return "failed", f"{sched.state} without writing progress"
     if progress is None:
@@ -95,7 +97,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         sup = dict(record.supervisor)
         if sup.get("state") == "running" and not _pid_alive(int(sup.get("pid", 0) or 0)):
             sup["state"] = "lost"
-            sup["error"] = "the local supervisor is gone (killed?): azhpc resume continues the run"
+            sup["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
         out["supervisor"] = sup
     for g in range(plan.generations):
         out["generations"].append(_generation(paths, cfg, plan, record, states, g))
@@ -151,7 +153,10 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
             jobs.append(row)
         if plan.cluster == "slurm" and train["state"] in ("pending", "starting"):
             tj = [r for r in jobs if r["stage"] == "train"]
-            if tj and tj[-1]["state"].startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
+            if tj and tj[-1]["state"].startswith("CANCELLED") and train["state"] == "pending":
+                train["state"] = "cancelled"
+                train["error"] = f"job {tj[-1]['job_id']} cancelled (by scancel, or because a stage it depends on failed)"
+            elif tj and tj[-1]["state"].startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
                 train["state"] = "failed"
                 train["error"] = train["error"] or f"job {tj[-1]['job_id']} {tj[-1]['state']}"
     return {"generation": g, "selfplay": sp, "train": train, "jobs": jobs}
@@ -222,7 +227,7 @@ def finished(status: dict[str, Any]) -> tuple[bool, bool]:
     if sup is not None:
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
     for gen in gens:
-        if gen["train"]["state"] == "failed":
+        if gen["train"]["state"] in ("failed", "cancelled"):
             later_active = any(j["state"].startswith(("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"))
                                for g2 in gens[gen["generation"] + 1:] for j in g2["jobs"])
             return not later_active, False

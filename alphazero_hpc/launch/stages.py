@@ -63,8 +63,8 @@ def check_min_data(cfg: Config, paths: RunPaths, generation: int) -> int:
     if games < need:
         raise AzhpcError(
             f"generation {generation} has {games} of its {planned} games in complete shards, below the minimum {need} "
-            f"(train.min_selfplay_fraction={cfg.train.min_selfplay_fraction}): self-play tasks failed; "
-            f"see azhpc status {paths.root}, then azhpc resume {paths.root}")
+            f"(train.min_selfplay_fraction={cfg.train.min_selfplay_fraction}): self-play tasks failed, "
+            f"azhpc status {paths.root} shows which and why")
     return games
 
 
