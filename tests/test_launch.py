@@ -204,3 +204,37 @@ def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_pa
     assert all(v == "CANCELLED" for k, v in states.items() if k.split("_")[0] in (sp1, train1)), states
     plain = run_cli("status", str(run))
     assert "FAILED" in plain.stdout and "below the minimum" in plain.stdout
+
+
+@pytest.mark.slow
+def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
+    """SIGKILL of a self-play task process: the supervisor records it, status names it, the minimum-data rule
+    stops training with a clear error and ``launch --wait`` exits non-zero."""
+    import os
+    import signal
+    import sys
+
+    run = tmp_path / "kill"
+    azhpc = str(Path(sys.executable).parent / "azhpc")
+    proc = subprocess.Popen([azhpc, "launch", "--cluster", "local", "--generations", "1", "--run-dir", str(run), "--wait",
+                             "--tasks", "2", *QUICK, "--set", "selfplay.games_per_generation=48", "--set", "selfplay.max_plies=80",
+                             "--set", "train.min_selfplay_fraction=0.9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress = run / "selfplay" / "gen-0000" / "progress" / "task-0001.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        p = json.loads(progress.read_text()) if progress.exists() else {}
+        if p.get("status") == "running":
+            break
+        time.sleep(0.2)
+    os.kill(p["pid"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err
+    assert len(err.strip().splitlines()) == 1 and "did not finish" in err
+    st = status_json(run)
+    sp, tr = st["generations"][0]["selfplay"], st["generations"][0]["train"]
+    assert sp["failed"] == 1 and sp["done"] == 1
+    row = [t for t in sp["task_rows"] if t["state"] == "failed"][0]
+    assert row["task"] == 1 and "status -9" in row["detail"]
+    assert tr["state"] == "failed" and "below the minimum" in tr["error"]
+    assert st["supervisor"]["state"] == "failed"
+    assert sp["games"] == disk_truth(run, 0)["games"] < 48
