@@ -179,6 +179,17 @@ def status(run_dir: Path | None, watch: bool, interval: float, as_json: bool) ->
         time.sleep(interval)
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def cancel(run_dir: Path) -> None:
+    """Cancel every pending and running job of a run (SLURM jobs or local processes) and record it."""
+    from .launch.cancel import cancel_run
+
+    live = cancel_run(run_dir)
+    click.echo(f"cancelled {len(live)} job(s){': ' + ', '.join(live) if live else ''}; complete shards and training "
+               f"states stay in {run_dir}")
+
+
 def _newest_run() -> Path:
     runs = sorted((p for p in DEFAULT_ROOT.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
     if not runs:

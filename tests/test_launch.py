@@ -238,3 +238,57 @@ def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
     assert tr["state"] == "failed" and "below the minimum" in tr["error"]
     assert st["supervisor"]["state"] == "failed"
     assert sp["games"] == disk_truth(run, 0)["games"] < 48
+
+
+def _pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_local_launch_returns_and_cancel_stops_everything(tmp_path):
+    run = tmp_path / "bg"
+    res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), *QUICK)
+    assert res.returncode == 0 and "follow it: azhpc status" in res.stdout, res.stderr
+    progress = run / "selfplay" / "gen-0000" / "progress" / "task-0000.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and not progress.exists():
+        time.sleep(0.2)
+    st = status_json(run)
+    assert st["supervisor"]["state"] == "running"
+    res = run_cli("cancel", str(run))
+    assert res.returncode == 0, res.stderr
+    record = json.loads((run / "launch.json").read_text())
+    assert record["supervisor"]["state"] == "cancelled" and record["events"][-1]["event"] == "cancel"
+    pids = [record["supervisor"]["pid"]] + [int(j["job_id"].split("-")[1]) for j in record["jobs"]]
+    time.sleep(1)
+    assert not [p for p in pids if _pid_alive(p)], "a local stage process survived azhpc cancel"
+    assert all(j["state"] != "running" for j in record["jobs"])
+    assert not (run / "models" / "gen-0002.pt").exists()
+
+
+@pytest.mark.slow
+def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, tmp_path):
+    run = tmp_path / "slcancel"
+    res = run_cli("launch", "--cluster", "slurm", "--nodes", "1", "--gpus-per-node", "2", "--generations", "2",
+                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK)
+    assert res.returncode == 0, res.stderr
+    ids = {j["job_id"] for j in json.loads((run / "launch.json").read_text())["jobs"]}
+    res = run_cli("cancel", str(run))
+    assert res.returncode == 0 and "cancelled" in res.stdout, res.stderr
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        left = [j for j in out if j.split("_")[0] in ids]
+        if not left:
+            break
+        time.sleep(1)
+    assert not left, f"still queued after azhpc cancel: {left}"
+    assert run_cli("cancel", str(run)).stdout.startswith("cancelled 0 job(s)")
+    st = status_json(run)
+    assert all("CANCELLED" in j["state"] or "COMPLETED" in j["state"] for g in st["generations"] for j in g["jobs"])

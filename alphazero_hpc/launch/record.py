@@ -51,6 +51,7 @@ class LaunchRecord:
     created: float = field(default_factory=time.time)
     jobs: list[JobRecord] = field(default_factory=list)
     supervisor: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)  # e.g. {"time": ..., "event": "cancel", "jobs": [...]}
     schema_version: int = RECORD_SCHEMA
 
     def jobs_of(self, generation: int, stage: str) -> list[JobRecord]:
@@ -64,7 +65,7 @@ class LaunchRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LaunchRecord":
         return cls(plan=LaunchPlan.from_json(data["plan"]), command=data.get("command", ""), created=data.get("created", 0.0),
-                   jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=data.get("supervisor", {}),
+                   jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=data.get("supervisor", {}), events=data.get("events", []),
                    schema_version=data.get("schema_version", RECORD_SCHEMA))
 
 

@@ -1,0 +1,62 @@
+"""``azhpc cancel RUN``: stop every pending and running job of a run and say so in its launch record.
+
+On SLURM: ``scancel`` of every job the record lists (finished ones are ignored by SLURM). Locally: SIGTERM
+to the supervisor, which stops its stage processes and records ``cancelled``; stage processes of a
+supervisor that is already gone are stopped directly. Work already in complete shards or training states stays.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from .. import scheduler
+from ..errors import AzhpcError, RunDirError
+from ..paths import RunPaths
+from .record import read_record, write_record
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
+    """Cancel the run's jobs; returns the job ids that were pending or running."""
+    paths = RunPaths(Path(run_dir))
+    record = read_record(paths)
+    if record is None:
+        raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): only launched runs can be cancelled")
+    if record.plan.cluster == "slurm":
+        states = scheduler.query([j.job_id for j in record.jobs])
+        live = sorted({k.split("_")[0] for k, s in states.items() if s.active})
+        if live and not scheduler.cancel(live):
+            raise AzhpcError(f"scancel failed for jobs {', '.join(live)}: check that SLURM answers (squeue) and retry")
+        record = read_record(paths) or record
+    else:
+        live = []
+        pid = int(record.supervisor.get("pid", 0) or 0)
+        if pid and record.supervisor.get("state") == "running" and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            live.append(f"local-{pid}")
+            deadline = time.time() + timeout_s
+            while _alive(pid) and time.time() < deadline:
+                time.sleep(0.2)
+        record = read_record(paths) or record
+        for job in record.jobs:  # stage processes a dead supervisor left behind
+            if job.state == "running" and job.job_id.startswith("local-"):
+                p = int(job.job_id.split("-")[1])
+                if _alive(p):
+                    os.kill(p, signal.SIGTERM)
+                    live.append(job.job_id)
+                job.state, job.exit_code = "cancelled", job.exit_code
+        if record.supervisor.get("state") == "running":
+            record.supervisor["state"] = "cancelled"
+    record.events.append({"time": time.time(), "event": "cancel", "jobs": live})
+    write_record(paths, record)
+    return live
