@@ -292,3 +292,32 @@ def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, tmp_path):
     assert run_cli("cancel", str(run)).stdout.startswith("cancelled 0 job(s)")
     st = status_json(run)
     assert all("CANCELLED" in j["state"] or "COMPLETED" in j["state"] for g in st["generations"] for j in g["jobs"])
+
+
+@pytest.mark.slow
+def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path):
+    """slurm/chain.sh + selfplay.sbatch + train.sbatch, no azhpc launch: one generation on 2 tasks, trained on 2 nodes."""
+    import os
+    import sys
+
+    from .conftest import ROOT
+
+    run = tmp_path / "tpl"
+    env = {**os.environ, "AZHPC_PYTHON": sys.executable, "SELFPLAY_OPTS": "--cpus-per-task=1",
+           "TRAIN_OPTS": "--nodes=2 --gpus-per-node=1 --cpus-per-task=1"}
+    res = subprocess.run([str(ROOT / "slurm" / "chain.sh"), str(run), str(TINY), "1", "2"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    sp, tr = res.stdout.split("self-play array ")[1].split(", training ")
+    tr = tr.split()[0]
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        if not [j for j in queued if j.split("_")[0] in (sp, tr)]:
+            break
+        time.sleep(2)
+    states = sacct_states([sp, tr])
+    assert states == {f"{sp}_0": "COMPLETED", f"{sp}_1": "COMPLETED", tr: "COMPLETED"}, states
+    metrics = [json.loads(x) for x in (run / "train" / "gen-0001" / "metrics.jsonl").read_text().splitlines()]
+    assert {m["world_size"] for m in metrics} == {2}
+    check_status_matches_disk(run, 1)

@@ -6,6 +6,7 @@ sbatch templates::
 
     python -m alphazero_hpc.launch.stages selfplay RUN GENERATION TASK NUM_TASKS
     python -m alphazero_hpc.launch.stages train RUN GENERATION [--nproc-per-node N]
+    python -m alphazero_hpc.launch.stages init RUN --config C [--set k=v]     (config.yaml, models/gen-0000.pt)
 
 A training job starts ``torchrun`` on each node: c10d rendezvous on the allocation's first node, the job id
 as rendezvous id, so ranks meet wherever SLURM placed them. Outside SLURM it runs ``torchrun --standalone``.
@@ -23,11 +24,12 @@ import time
 from pathlib import Path
 
 from .. import fsutil
+from ..checkpoint import ensure_initial_checkpoint
 from ..config import Config
 from ..errors import AzhpcError
 from ..paths import RunPaths
 from ..progress import read_progress
-from ..run import read_run_config
+from ..run import read_run_config, resolve_run_config
 from ..shards import read_sidecar
 
 RDZV_PORT_BASE = 29400
@@ -167,9 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("run_dir")
     tr.add_argument("generation", type=int)
     tr.add_argument("--nproc-per-node", type=int, default=1)
+    ini = sub.add_parser("init", help="write the run's config.yaml and generation 0's network (idempotent)")
+    ini.add_argument("run_dir")
+    ini.add_argument("--config", default=None)
+    ini.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args(argv)
     try:
-        if args.stage == "selfplay":
+        if args.stage == "init":
+            paths = RunPaths(Path(args.run_dir))
+            cfg = resolve_run_config(paths, args.config, args.overrides)
+            ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
+            print(f"{paths.root}: config.yaml and {paths.model(0)} ready", flush=True)
+        elif args.stage == "selfplay":
             print(selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks), flush=True)
         else:
             print(train_stage(args.run_dir, args.generation, args.nproc_per_node), flush=True)
