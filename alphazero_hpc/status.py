@@ -217,20 +217,21 @@ def _local_jobs(jobs: list[dict]) -> str:
     return ", ".join(f"{stage} {state} x{n}" for (stage, state), n in sorted(by.items()))
 
 
+def _active(jobs: list[dict]) -> bool:
+    return any(name in scheduler.ACTIVE for j in jobs for name in j["state"].split("/"))
+
+
 def finished(status: dict[str, Any]) -> tuple[bool, bool]:
     """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists."""
     gens = status["generations"]
-    ok = bool(gens) and bool(gens[-1]["train"]["checkpoint"])
-    if ok:
+    if gens and gens[-1]["train"]["checkpoint"]:
         return True, True
     sup = status.get("supervisor")
-    if sup is not None:
+    if sup is not None:  # a local run
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
+    if status["plan"]["cluster"] == "manual":  # no jobs to ask about: over when nothing runs
+        return not any(g["selfplay"]["running"] or g["train"]["state"] == "running" for g in gens), False
     for gen in gens:
         if gen["train"]["state"] in ("failed", "cancelled"):
-            later_active = any(j["state"].startswith(("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"))
-                               for g2 in gens[gen["generation"] + 1:] for j in g2["jobs"])
-            return not later_active, False
-    any_active = any(j["state"].split("/")[0] in scheduler.ACTIVE or any(s in scheduler.ACTIVE for s in j["state"].split("/"))
-                     for gen in gens for j in gen["jobs"])
-    return not any_active, False
+            return not _active([j for g2 in gens[gen["generation"] + 1:] for j in g2["jobs"]]), False
+    return not _active([j for gen in gens for j in gen["jobs"]]), False
