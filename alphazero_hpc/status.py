@@ -9,28 +9,17 @@ else pending. A local run reads its stage processes from launch.json instead of 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from . import scheduler
 from .launch.plan import LaunchPlan
-from .launch.record import LaunchRecord, read_record
+from .launch.record import LaunchRecord, pid_alive, read_record
 from .launch.stages import generation_games
 from .paths import RunPaths
 from .progress import read_progress
 from .run import read_run_config
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _metrics(paths: RunPaths, generation: int) -> dict[str, Any]:
@@ -55,7 +44,7 @@ def _task_state(t: int, progress: dict | None, record: LaunchRecord | None, stat
         if jobs:
             job = jobs[-1]
             if record.plan.cluster == "local":
-                if job.state == "running" and _pid_alive(int(job.job_id.split("-")[1])):
+                if job.state == "running" and pid_alive(job.local_pid):
                     return "running", ""
                 if job.state == "failed" or job.state == "running":
                     return "failed", (progress or {}).get("error") or f"process exited with status {job.exit_code}"
@@ -87,15 +76,15 @@ def collect(run_dir: Path) -> dict[str, Any]:
         plan = record.plan
     else:  # a run made by hand with azhpc selfplay/train
         gens = paths.generations()
-        tasks = max([read_progress(p).get("num_tasks", 1) for g in gens for p in paths.selfplay(g).glob("progress/*.json")
-                     if read_progress(p)] or [1])
+        found = [read_progress(p) for g in gens for p in paths.selfplay(g).glob("progress/*.json")]
+        tasks = max([p.get("num_tasks", 1) for p in found if p] or [1])
         plan = LaunchPlan("manual", max(gens, default=-1) + 1, tasks, 1, 0, 1)
     states = scheduler.query([j.job_id for j in record.jobs]) if record and plan.cluster == "slurm" else {}
     out: dict[str, Any] = {"run": str(paths.root), "time": time.time(), "plan": plan.to_json(),
                            "config_sha256": cfg.digest(), "generations": []}
     if record is not None and record.supervisor:
         sup = dict(record.supervisor)
-        if sup.get("state") == "running" and not _pid_alive(int(sup.get("pid", 0) or 0)):
+        if sup.get("state") == "running" and not pid_alive(int(sup.get("pid", 0) or 0)):
             sup["state"] = "lost"
             sup["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
         out["supervisor"] = sup
@@ -122,8 +111,7 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
                 totals[k] += p.get(k, 0)
         if p and state == "running":
             totals["games_per_s"] += p.get("games_per_s", 0.0)
-    games, positions = generation_games(paths, g)
-    shards = len(list(paths.selfplay(g).glob("task-*/shard-*.json"))) if paths.selfplay(g).is_dir() else 0
+    games, positions, shards = generation_games(paths, g)
     sp = {**counts, "tasks": plan.tasks, "games": games, "games_target": cfg.selfplay.games_per_generation,
           "positions": positions, "shards": shards, "games_per_s": totals["games_per_s"],
           "avg_game_plies": totals["plies"] / totals["games_in_shards"] if totals["games_in_shards"] else 0.0,

@@ -12,6 +12,7 @@ from alphazero_hpc.checkpoint import file_digest, read_checkpoint
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
+from alphazero_hpc.launch.record import pid_alive
 
 from .conftest import TINY, run_cli
 
@@ -141,6 +142,36 @@ def wait_for_run(run: Path, timeout: float) -> dict:
     pytest.fail(f"run {run} still has jobs after {timeout}s:\n" + run_cli("status", str(run)).stdout)
 
 
+def launch_slurm(run: Path, nodes: int, *extra: str) -> dict:
+    """``azhpc launch --cluster slurm`` of 2 generations on the testbed (2 fake GPUs per node); the launch record."""
+    res = run_cli("launch", "--cluster", "slurm", "--nodes", str(nodes), "--gpus-per-node", "2", "--generations", "2",
+                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK, *extra)
+    assert res.returncode == 0, res.stderr
+    return json.loads((run / "launch.json").read_text())
+
+
+def still_queued(job_ids: set[str], timeout: float) -> list[str]:
+    """Wait until squeue lists none of the jobs (or their array elements); what is left after ``timeout``."""
+    deadline = time.time() + timeout
+    while True:
+        queued = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        left = [j for j in queued if j.split("_")[0] in job_ids]
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(1)
+
+
+def wait_until_running(progress: Path, timeout: float = 120) -> dict:
+    """A task's progress record once it says ``running``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        p = json.loads(progress.read_text()) if progress.exists() else {}
+        if p.get("status") == "running":
+            return p
+        time.sleep(0.2)
+    pytest.fail(f"{progress} did not say running within {timeout}s")
+
+
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
     out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], capture_output=True,
                          text=True, check=True).stdout
@@ -150,10 +181,7 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slow
 def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
     run = tmp_path / "sl2"
-    res = run_cli("launch", "--cluster", "slurm", "--nodes", "2", "--gpus-per-node", "2", "--generations", "2",
-                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK)
-    assert res.returncode == 0, res.stderr
-    record = json.loads((run / "launch.json").read_text())
+    record = launch_slurm(run, 2)
     st = wait_for_run(run, 540)
     for g in range(2):
         arrays = [j for j in record["jobs"] if j["generation"] == g and j["stage"] == "selfplay"]
@@ -181,16 +209,10 @@ def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_pa
     """A cancelled array task: training still starts (afterany), applies the minimum-data rule and fails
     with a clear error, and the rest of the chain is cancelled instead of pending forever."""
     run = tmp_path / "slfail"
-    res = run_cli("launch", "--cluster", "slurm", "--nodes", "1", "--gpus-per-node", "2", "--generations", "2",
-                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK, "--set", "selfplay.games_per_generation=64", "--set", "selfplay.max_plies=80",
-                  "--set", "train.min_selfplay_fraction=1.0")
-    assert res.returncode == 0, res.stderr
-    record = json.loads((run / "launch.json").read_text())
+    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=64", "--set", "selfplay.max_plies=80",
+                          "--set", "train.min_selfplay_fraction=1.0")
     array = record["jobs"][0]["job_id"]
-    deadline = time.time() + 120
-    progress = run / "selfplay" / "gen-0000" / "progress" / "task-0001.json"
-    while time.time() < deadline and json.loads(progress.read_text() if progress.exists() else "{}").get("status") != "running":
-        time.sleep(0.2)
+    wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
     subprocess.run(["scancel", f"{array}_1"], check=True)
     st = wait_for_run(run, 300)
     gen0, gen1 = st["generations"]
@@ -219,13 +241,7 @@ def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
     proc = subprocess.Popen([azhpc, "launch", "--cluster", "local", "--generations", "1", "--run-dir", str(run), "--wait",
                              "--tasks", "2", *QUICK, "--set", "selfplay.games_per_generation=48", "--set", "selfplay.max_plies=80",
                              "--set", "train.min_selfplay_fraction=0.9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    progress = run / "selfplay" / "gen-0000" / "progress" / "task-0001.json"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        p = json.loads(progress.read_text()) if progress.exists() else {}
-        if p.get("status") == "running":
-            break
-        time.sleep(0.2)
+    p = wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
     os.kill(p["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out + err
@@ -238,16 +254,6 @@ def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
     assert tr["state"] == "failed" and "below the minimum" in tr["error"]
     assert st["supervisor"]["state"] == "failed"
     assert sp["games"] == disk_truth(run, 0)["games"] < 48
-
-
-def _pid_alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.slow
@@ -267,7 +273,7 @@ def test_local_launch_returns_and_cancel_stops_everything(tmp_path):
     assert record["supervisor"]["state"] == "cancelled" and record["events"][-1]["event"] == "cancel"
     pids = [record["supervisor"]["pid"]] + [int(j["job_id"].split("-")[1]) for j in record["jobs"]]
     time.sleep(1)
-    assert not [p for p in pids if _pid_alive(p)], "a local stage process survived azhpc cancel"
+    assert not [p for p in pids if pid_alive(p)], "a local stage process survived azhpc cancel"
     assert all(j["state"] != "running" for j in record["jobs"])
     assert not (run / "models" / "gen-0002.pt").exists()
 
@@ -275,19 +281,10 @@ def test_local_launch_returns_and_cancel_stops_everything(tmp_path):
 @pytest.mark.slow
 def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, tmp_path):
     run = tmp_path / "slcancel"
-    res = run_cli("launch", "--cluster", "slurm", "--nodes", "1", "--gpus-per-node", "2", "--generations", "2",
-                  "--cpus-per-task", "1", "--run-dir", str(run), *QUICK)
-    assert res.returncode == 0, res.stderr
-    ids = {j["job_id"] for j in json.loads((run / "launch.json").read_text())["jobs"]}
+    ids = {j["job_id"] for j in launch_slurm(run, 1)["jobs"]}
     res = run_cli("cancel", str(run))
     assert res.returncode == 0 and "cancelled" in res.stdout, res.stderr
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
-        left = [j for j in out if j.split("_")[0] in ids]
-        if not left:
-            break
-        time.sleep(1)
+    left = still_queued(ids, 60)
     assert not left, f"still queued after azhpc cancel: {left}"
     assert run_cli("cancel", str(run)).stdout.startswith("cancelled 0 job(s)")
     st = status_json(run)
@@ -310,12 +307,7 @@ def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path)
     assert res.returncode == 0, res.stderr
     sp, tr = res.stdout.split("self-play array ")[1].split(", training ")
     tr = tr.split()[0]
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        queued = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
-        if not [j for j in queued if j.split("_")[0] in (sp, tr)]:
-            break
-        time.sleep(2)
+    still_queued({sp, tr}, 300)
     states = sacct_states([sp, tr])
     assert states == {f"{sp}_0": "COMPLETED", f"{sp}_1": "COMPLETED", tr: "COMPLETED"}, states
     metrics = [json.loads(x) for x in (run / "train" / "gen-0001" / "metrics.jsonl").read_text().splitlines()]

@@ -15,15 +15,7 @@ from pathlib import Path
 from .. import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..paths import RunPaths
-from .record import read_record, write_record
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+from .record import pid_alive, read_record, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -41,20 +33,19 @@ def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
     else:
         live = []
         pid = int(record.supervisor.get("pid", 0) or 0)
-        if pid and record.supervisor.get("state") == "running" and _alive(pid):
+        if record.supervisor.get("state") == "running" and pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
             live.append(f"local-{pid}")
             deadline = time.time() + timeout_s
-            while _alive(pid) and time.time() < deadline:
+            while pid_alive(pid) and time.time() < deadline:
                 time.sleep(0.2)
         record = read_record(paths) or record
         for job in record.jobs:  # stage processes a dead supervisor left behind
-            if job.state == "running" and job.job_id.startswith("local-"):
-                p = int(job.job_id.split("-")[1])
-                if _alive(p):
-                    os.kill(p, signal.SIGTERM)
+            if job.state == "running" and job.local_pid:
+                if pid_alive(job.local_pid):
+                    os.kill(job.local_pid, signal.SIGTERM)
                     live.append(job.job_id)
-                job.state, job.exit_code = "cancelled", job.exit_code
+                job.state = "cancelled"
         if record.supervisor.get("state") == "running":
             record.supervisor["state"] = "cancelled"
     record.events.append({"time": time.time(), "event": "cancel", "jobs": live})

@@ -15,6 +15,7 @@ sidecars, it is all one needs to understand a run::
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -42,6 +43,24 @@ class JobRecord:
 
     def task_ids(self) -> range:
         return range(self.tasks[0], self.tasks[1])
+
+    @property
+    def local_pid(self) -> int:
+        """The process id of a local stage (job id ``local-<pid>``); 0 for a SLURM job."""
+        return int(self.job_id[len("local-"):]) if self.job_id.startswith("local-") else 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (0 or less: no process)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass

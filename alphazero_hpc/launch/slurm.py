@@ -63,7 +63,9 @@ class SlurmChain:
         self._next_fake = 900001
         self._tmp = tempfile.TemporaryDirectory(prefix="azhpc-dry-run-") if dry_run else None
         self.folder = Path(self._tmp.name) if self._tmp else paths.logs.resolve()
-        self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in paths.root.resolve().name)[:40]
+        self.run = str(paths.root.resolve())
+        self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.run).name)[:40]
+        self.submitted: list[JobRecord] = []  # everything submitted so far (cancelled if a later sbatch fails)
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -75,7 +77,7 @@ class SlurmChain:
 
     def _common(self, dependency: str) -> dict:
         s = self.cfg.slurm
-        params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE"]}
+        params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE", f"export OMP_NUM_THREADS={s.cpus_per_task}"]}
         for key in ("partition", "account", "qos"):
             if getattr(s, key):
                 params[key] = getattr(s, key)
@@ -112,14 +114,13 @@ class SlurmChain:
                 job_name=f"azhpc-{self.name}-sp{generation}", time=s.selfplay_time_min, nodes=1, ntasks_per_node=1,
                 cpus_per_task=s.cpus_per_task, array_parallelism=len(chunk),
                 **({"gpus_per_node": 1} if plan.gpus_per_node else {}), **self._common(dependency))
-            ex.parameters["setup"] = ex.parameters["setup"] + [f"export OMP_NUM_THREADS={s.cpus_per_task}"]
-            n = len(chunk)
-            run = str(self.paths.root.resolve())
+            n, run = len(chunk), self.run
             jobs = self._submit(f"generation {generation} self-play array (tasks {chunk.start}-{chunk.stop - 1})", ex,
                                 lambda: ex.map_array(selfplay_stage, [run] * n, [generation] * n, list(chunk), [plan.tasks] * n),
                                 n if n > 1 else None)
             job_id = jobs[0].split("_")[0]
             records.append(JobRecord(generation, "selfplay", job_id, [chunk.start, chunk.stop], attempt, dependency))
+            self.submitted.append(records[-1])
         return records
 
     def submit_train(self, generation: int, arrays: list[str], after_train: str = "", attempt: int = 1) -> JobRecord:
@@ -131,15 +132,15 @@ class SlurmChain:
             job_name=f"azhpc-{self.name}-tr{generation}", time=s.train_time_min, nodes=plan.nodes, ntasks_per_node=1,
             cpus_per_task=s.cpus_per_task * plan.ranks_per_node,
             **({"gpus_per_node": plan.gpus_per_node} if plan.gpus_per_node else {}), **self._common(dependency))
-        ex.parameters["setup"] = ex.parameters["setup"] + [f"export OMP_NUM_THREADS={s.cpus_per_task}"]
-        run = str(self.paths.root.resolve())
+        run = self.run
         job_id = self._submit(f"generation {generation} training job", ex,
                               lambda: [ex.submit(train_stage, run, generation, plan.ranks_per_node)], None)[0]
         if self.dry_run:
             title, script = self.scripts[-1]
             each = shlex.join(torchrun_command(run, generation, plan.ranks_per_node, (plan.nodes, 0, "<first node>", "$SLURM_JOB_ID")))
             self.scripts[-1] = (title, script + f"# each node's task runs (stages.train_stage):\n#   {each}\n")
-        return JobRecord(generation, "train", job_id, [0, 1], attempt, dependency)
+        self.submitted.append(JobRecord(generation, "train", job_id, [0, 1], attempt, dependency))
+        return self.submitted[-1]
 
     def submit_generations(self, first: int, last: int, after_train: str = "") -> list[JobRecord]:
         """Self-play and training of generations first..last-1, each chained on the previous training."""

@@ -43,24 +43,26 @@ def selfplay_stage(run_dir: str, generation: int, task: int, num_tasks: int) -> 
     return {"task": task, "games": p.games_in_shards, "positions": p.positions, "shards": p.shards_done}
 
 
-def generation_games(paths: RunPaths, generation: int) -> tuple[int, int]:
-    """(games, positions) in the complete shards of a generation, from the sidecars."""
-    games = positions = 0
+def generation_games(paths: RunPaths, generation: int) -> tuple[int, int, int]:
+    """(games, positions, shards) of a generation's complete shards, from the sidecars (a sidecar that
+    cannot be read counts as a shard but adds no games or positions)."""
+    games = positions = shards = 0
     folder = paths.selfplay(generation)
     for sidecar in sorted(folder.glob("task-*/shard-*.json")) if folder.is_dir() else []:
+        shards += 1
         try:
             meta = read_sidecar(sidecar)
         except AzhpcError:
             continue  # the trainer reports and skips it
         games += int(meta["games"])
         positions += int(meta["rows"])
-    return games, positions
+    return games, positions, shards
 
 
 def check_min_data(cfg: Config, paths: RunPaths, generation: int) -> int:
     """The minimum-data rule: train only when enough of the generation's games exist. Returns the games."""
     planned = cfg.selfplay.games_per_generation
-    games, _ = generation_games(paths, generation)
+    games, _, _ = generation_games(paths, generation)
     need = max(1, int(round(cfg.train.min_selfplay_fraction * planned)))
     if games < need:
         raise AzhpcError(

@@ -37,13 +37,14 @@ def _plan(cfg: Config, cluster: str) -> planning.LaunchPlan:
 
 def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[str], cluster: str | None = None,
            dry_run: bool = False, detach: bool = True, command: str = "") -> LaunchResult:
+    asked = cluster
     cluster = cluster or planning.detect_cluster()
     paths = RunPaths(Path(run_dir))
     if dry_run:
         if cluster != "slurm":
             raise AzhpcError("--dry-run prints SLURM job scripts: add --cluster slurm (no cluster is needed to print them)")
         cfg = load_config(config_path, overrides)
-        plan = planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
+        plan = _plan(cfg, "slurm")
         from .slurm import SlurmChain
 
         chain = SlurmChain(paths, cfg, plan, dry_run=True)
@@ -58,7 +59,7 @@ def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[st
                           f"or choose a new --run-dir")
     if paths.generations():
         raise RunDirError(f"{paths.root} already holds self-play data made outside azhpc launch: choose a new --run-dir")
-    if cluster == "slurm" and planning.detect_cluster() != "slurm":
+    if asked == "slurm" and planning.detect_cluster() != "slurm":
         raise AzhpcError("no SLURM cluster answers here (sinfo failed or is missing): run on a login node, "
                          "or use --cluster local (slurm/testbed/testbed.sh starts a test cluster)")
     fresh = not paths.root.exists()
@@ -71,13 +72,10 @@ def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[st
 
 
 def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str, detach: bool, command: str) -> LaunchResult:
-    if config_path is None and not overrides and paths.config.exists():
-        cfg = resolve_run_config(paths)
-    else:
-        cfg = load_config(config_path, overrides)  # validate before writing anything
-        _plan(cfg, cluster)  # raises on a plan that cannot run
-        cfg = resolve_run_config(paths, config_path, overrides)
-    plan = _plan(cfg, cluster)
+    given = config_path is not None or bool(overrides) or not paths.config.exists()
+    cfg = load_config(config_path, overrides) if given else resolve_run_config(paths)
+    plan = _plan(cfg, cluster)  # raises on a plan that cannot run, before anything is written
+    resolve_run_config(paths, config_path, overrides)  # writes config.yaml, or checks it agrees
     ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
     record = LaunchRecord(plan=plan, command=command)
     if cluster == "local":
@@ -92,17 +90,11 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
     from .slurm import SlurmChain
 
     chain = SlurmChain(paths, cfg, plan)
-    submitted: list = []
     try:
-        for g in range(plan.generations):
-            after = submitted[-1].job_id if submitted else ""
-            arrays = chain.submit_selfplay(g, after)
-            submitted += arrays
-            submitted.append(chain.submit_train(g, [a.job_id for a in arrays], after))
+        record.jobs = chain.submit_generations(0, plan.generations)
     except BaseException:
-        scheduler.cancel([j.job_id for j in submitted])  # no half chain left queued
+        scheduler.cancel([j.job_id for j in chain.submitted])  # no half chain left queued
         raise
-    record.jobs = submitted
     write_record(paths, record)
     return LaunchResult(paths, plan, record)
 
