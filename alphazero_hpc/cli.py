@@ -190,6 +190,42 @@ def cancel(run_dir: Path) -> None:
                f"states stay in {run_dir}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--generations", type=click.IntRange(min=1), default=None, help="Extend the run to this many generations.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None,
+              help="Retry tasks and training jobs that failed fewer times than this (default: slurm.max_attempts).")
+@click.option("--wait", "wait_", is_flag=True, help="Follow the run until it ends (locally: run it in the foreground).")
+def resume(run_dir: Path, generations: int | None, max_attempts: int | None, wait_: bool) -> None:
+    """Submit exactly the work a run is missing: failed or cancelled tasks and jobs, generations never
+    submitted. Finished, pending and running work is left alone; a second resume submits nothing."""
+    from .launch.resume import resume as do_resume
+    from .launch.start import run_local_foreground, wait
+
+    res = do_resume(run_dir, generations, max_attempts, detach=not wait_, command=" ".join(["azhpc", *sys.argv[1:]]))
+    for j in res.submitted:
+        click.echo(f"  submitted generation {j.generation} {j.stage:8s} job {j.job_id}"
+                   + (f" (tasks {','.join(map(str, j.task_ids()))})" if j.stage == "selfplay" else "")
+                   + (f"  --dependency={j.dependency}" if j.dependency else ""))
+    if res.cancelled:
+        click.echo(f"  cancelled {', '.join(res.cancelled)} (their dependencies were replaced)")
+    for line in res.gave_up:
+        click.echo(f"  gave up: {line}", err=True)
+    if res.message:
+        click.echo(res.message)
+    if res.gave_up and not res.submitted:
+        raise click.ClickException(f"{len(res.gave_up)} task(s)/job(s) failed too often: see above and azhpc status {run_dir}")
+    if not wait_:
+        if res.submitted or res.supervisor_pid:
+            click.echo(f"follow it: azhpc status {run_dir} --watch")
+        return
+    record_local = res.message.startswith("running the local supervisor")
+    ok = run_local_foreground(run_dir, echo=click.echo) if record_local else wait(run_dir, echo=click.echo)
+    if not ok:
+        raise click.ClickException(f"run {run_dir} did not finish: see azhpc status {run_dir}")
+    click.echo(f"done: {run_dir}")
+
+
 def _newest_run() -> Path:
     runs = sorted((p for p in DEFAULT_ROOT.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
     if not runs:

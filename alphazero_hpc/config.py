@@ -153,6 +153,8 @@ class SlurmConfig:
     cpus_per_task: int = 2  # CPUs of one self-play task (one GPU each); a training node gets this per GPU
     selfplay_time_min: int = 60  # time limit of a self-play array task, minutes
     train_time_min: int = 60  # time limit of a training job, minutes
+    stop_margin_s: int = 120  # stop this long before a job's time limit (save, requeue); see preempt.py
+    max_attempts: int = 3  # azhpc resume gives up on a task or training job that failed this many times
     partition: str = ""  # empty: the cluster's default
     account: str = ""
     qos: str = ""
@@ -161,6 +163,8 @@ class SlurmConfig:
         _check(self.cpus_per_task >= 1, "slurm.cpus_per_task", "must be >= 1")
         _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
         _check(self.nodes >= 1, "slurm.nodes", "must be >= 1")
+        _check(self.stop_margin_s >= 0, "slurm.stop_margin_s", "must be >= 0 seconds")
+        _check(self.max_attempts >= 1, "slurm.max_attempts", "must be >= 1")
         _check(self.gpus_per_node >= 0, "slurm.gpus_per_node", "must be >= 0 (0: CPU-only nodes)")
         _check(self.selfplay_tasks >= 0, "slurm.selfplay_tasks", "must be >= 0 (0: one per GPU)")
         for key in ("partition", "account", "qos"):

@@ -23,6 +23,7 @@ from .encoding import NUM_MOVES, encode_batch
 from .errors import AzhpcError, ShardError
 from .mcts import ragged_ranges
 from .paths import RunPaths
+from .preempt import ignore_stop_signals
 from .shards import ShardData, read_shard, read_sidecar
 
 
@@ -161,4 +162,8 @@ class WindowDataset(IterableDataset):
 def make_loader(plan: BatchPlan, start: int, workers: int) -> DataLoader:
     return DataLoader(WindowDataset(plan, start), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None,
-                      multiprocessing_context="spawn" if workers else None)
+                      multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
+
+
+def _worker_init(worker_id: int) -> None:  # noqa: ARG001
+    ignore_stop_signals()  # SLURM signals every process of the step; the rank decides when to stop

@@ -49,7 +49,7 @@ def _task_state(t: int, progress: dict | None, record: LaunchRecord | None, stat
                 if job.state == "failed" or job.state == "running":
                     return "failed", (progress or {}).get("error") or f"process exited with status {job.exit_code}"
                 return ("done", "") if job.state == "done" else ("pending", "")
-            sched = scheduler.element_state(states, job.job_id, t - job.tasks[0], job.tasks[1] - job.tasks[0])
+            sched = scheduler.element_state(states, job.job_id, job.element(t), job.size)
     if sched is not None:
         if sched.state == "PENDING" or sched.state.startswith("REQUEUE"):
             return "pending", sched.reason
@@ -65,6 +65,8 @@ def _task_state(t: int, progress: dict | None, record: LaunchRecord | None, stat
         return "pending", ""
     if progress.get("status") == "failed":
         return "failed", progress.get("error", "")
+    if progress.get("status") == "stopped":  # and no job of it is coming: resume continues it
+        return "failed", f"{progress.get('error') or 'stopped'}; azhpc resume continues it"
     return "running", ""
 
 
@@ -132,7 +134,7 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
                 continue
             row = {"stage": j.stage, "job_id": j.job_id, "tasks": j.tasks, "attempt": j.attempt, "dependency": j.dependency}
             if plan.cluster == "slurm":
-                found = [states.get(f"{j.job_id}_{i}") for i in range(j.tasks[1] - j.tasks[0])] if j.stage == "selfplay" else []
+                found = [states.get(f"{j.job_id}_{i}") for i in range(j.size)] if j.stage == "selfplay" else []
                 found = [e for e in found if e] or [e for e in [states.get(j.job_id)] if e]
                 row["state"] = "/".join(sorted({e.state for e in found})) or "UNKNOWN (not in squeue/sacct)"
                 row["reason"] = ",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason}))

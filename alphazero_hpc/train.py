@@ -40,6 +40,7 @@ from .config import Config
 from .data import BatchPlan, make_loader, new_positions, replay_window
 from .errors import AzhpcError
 from .paths import RunPaths
+from .preempt import EXIT_REQUEUE, Deadline, Stop
 from .run import read_run_config
 
 STATE_SCHEMA = 1
@@ -90,7 +91,8 @@ def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
 
 
 class Trainer:
-    def __init__(self, run_dir: Path, generation: int, env: DistEnv, workers: int | None = None, device: str = "auto") -> None:
+    def __init__(self, run_dir: Path, generation: int, env: DistEnv, workers: int | None = None, device: str = "auto",
+                 deadline: Deadline | None = None) -> None:
         self.paths = RunPaths(run_dir)
         self.cfg = read_run_config(self.paths)
         self.generation = generation
@@ -108,6 +110,22 @@ class Trainer:
         self.state_path = self.dir / "state.pt"
         self.metrics_path = self.dir / "metrics.jsonl"
         self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH
+        self.deadline = deadline or Deadline(None)
+        self.margin_s = float(self.cfg.slurm.stop_margin_s)
+        if self.deadline.remaining() < self.margin_s:
+            raise AzhpcError(f"the job has {self.deadline.remaining():.0f} s left, below slurm.stop_margin_s ({self.margin_s:.0f} s): "
+                             f"raise --train-time or lower slurm.stop_margin_s")
+        self._step_s = 0.0  # slowest recent step, seconds
+        self._save_s = 0.0  # last state save, seconds
+
+    def _stop_reason(self, steps_this_attempt: int) -> str:
+        """Why to stop now ('' to go on): a stop signal, or too little time left for a step and a save."""
+        if Stop.reason:
+            return Stop.reason
+        need = self.margin_s + 2 * self._step_s + 2 * self._save_s
+        if steps_this_attempt and self.deadline.remaining() < need:
+            return f"time limit: {self.deadline.remaining():.0f} s left (slurm.stop_margin_s {self.margin_s:.0f} s)"
+        return ""
 
     def log(self, msg: str) -> None:
         if self.env.master:
@@ -160,6 +178,7 @@ class Trainer:
                  f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}")
         loader = iter(make_loader(plan, consumed, self.workers))
         t_last = time.perf_counter()
+        first_step = step
         while step < steps:
             t0 = time.perf_counter()
             batch = next(loader)
@@ -184,11 +203,22 @@ class Trainer:
             scaler.scale(loss).backward()
             scaler.unscale_(opt)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e4)
-            finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
-            if self.env.world > 1:  # every rank must agree to skip, or DDP falls out of step
-                flag = finite.float().to(self.device)
-                dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-                finite = flag > 0
+            finite = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
+            stop = self._stop_reason(step - first_step)
+            if self.env.world > 1:  # every rank must agree to skip or to stop, or DDP falls out of step
+                flags = torch.tensor([0.0 if finite else 1.0, 1.0 if stop else 0.0], device=self.device)
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+                finite, stop = bool(flags[0] == 0), stop or ("another rank stopped" if flags[1] > 0 else "")
+            if stop:  # this batch is not applied: the state points at it, the requeued job trains on it
+                self._save_state(model, opt, sched, step, skipped, consumed - 1)
+                if self.env.world > 1:
+                    dist.barrier()  # saved before any node's stage asks SLURM to requeue (which kills the job)
+                if tb is not None:
+                    tb.close()
+                # every rank says it: each node's stage reads its own ranks (rank 0 may be on any node)
+                print(f"Stopped: at step {step}/{steps} ({step - first_step} this attempt), {stop}; state saved in "
+                      f"{self.state_path} (rank {self.env.rank})", file=sys.stderr, flush=True)
+                return {"status": "stopped", "steps": step}
             if not bool(finite):
                 scaler.update()  # lets the fp16 scale shrink; skipping is ours, not the scaler's
                 nonfinite += 1
@@ -216,9 +246,11 @@ class Trainer:
                 if tb is not None:
                     for key, value in row.items():
                         tb.add_scalar(f"train/{key}", value, step)
+            self._step_s = max(now - t_last, 0.9 * self._step_s)
             t_last = now
             if step % self.cfg.train.checkpoint_every == 0 and step < steps:
                 self._save_state(model, opt, sched, step, skipped, consumed)
+                t_last = time.perf_counter()
         if tb is not None:
             tb.close()
         digest = sum(float(p.double().sum()) for p in model.parameters())
@@ -238,9 +270,11 @@ class Trainer:
         payload = {"schema": 1, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step,
                    "skipped_steps": skipped, "rng": {"torch": torch.get_rng_state()}, "data_position": consumed}
+        t0 = time.perf_counter()
         buffer = io.BytesIO()
         torch.save(payload, buffer)
         fsutil.write_bytes(self.state_path, buffer.getbuffer(), doing="writing training state")
+        self._save_s = time.perf_counter() - t0
 
     def _metric(self, row: dict) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -288,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank (default: train.loader_workers)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
+    Stop.install()  # USR2 (SLURM's warning) and TERM (requeue, preemption): save the state at the next step
     env = dist_env()
     if env.world > 1:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -295,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.set_device(env.local_rank)
         dist.init_process_group(backend)
     try:
-        Trainer(args.run_dir, args.generation, env, args.workers, args.device).run()
+        result = Trainer(args.run_dir, args.generation, env, args.workers, args.device, Deadline.of_this_job()).run()
+        if result["status"] == "stopped":
+            return EXIT_REQUEUE
     except AzhpcError as exc:
         if os.environ.get("AZHPC_DEBUG"):
             raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -23,6 +24,7 @@ from .config import Config
 from .errors import AzhpcError
 from .mcts import Evaluator
 from .paths import RunPaths
+from .preempt import Deadline, Stop
 from .progress import ProgressFile, TaskProgress, read_progress
 from .run import resolve_run_config
 from .selfplay import GameRecord, GameSpec, SelfPlayEngine
@@ -60,6 +62,42 @@ def game_specs(cfg: Config, generation: int, task: int, plan: TaskPlan, shards: 
     for shard in shards:
         for index in range(plan.games_in_shard(shard)):
             yield GameSpec(shard=shard, index=index, seed=game_seed(cfg.run.seed, generation, task, shard, index))
+
+
+class _Pacer:
+    """Stops starting shards the task cannot finish before its job's time limit (less ``margin_s``), and
+    everything on a stop signal. The first shard of an attempt always starts, so every attempt makes progress
+    (or fails, at the time limit: an attempt that cannot finish one shard is not requeued forever)."""
+
+    def __init__(self, deadline: Deadline | None, margin_s: float, progress: TaskProgress, plan: TaskPlan) -> None:
+        self.deadline, self.margin_s, self.progress, self.plan = deadline, margin_s, progress, plan
+        self.t0 = time.monotonic()
+        self.reason = ""
+
+    def stopped(self) -> bool:
+        if Stop.reason and not self.reason:
+            self.reason = Stop.reason
+        return bool(self.reason)
+
+    def may_start(self, shard: int, first: bool) -> bool:
+        if self.stopped():
+            return False
+        if first or self.deadline is None:
+            return True
+        games = self.progress.games_this_attempt
+        per_game = (time.monotonic() - self.t0) / games if games else 0.0
+        need = per_game * self.plan.games_in_shard(shard) + self.margin_s
+        if self.deadline.remaining() < need:
+            self.reason = (f"time limit: {self.deadline.remaining():.0f} s left, shard {shard} needs about "
+                           f"{need - self.margin_s:.0f} s + slurm.stop_margin_s {self.margin_s:.0f} s")
+            return False
+        return True
+
+    def specs(self, cfg: Config, generation: int, task: int, shards: Sequence[int]) -> Iterator[GameSpec]:
+        for i, shard in enumerate(shards):
+            if not self.may_start(shard, first=i == 0):
+                return
+            yield from game_specs(cfg, generation, task, self.plan, [shard])
 
 
 def game_pgn(record: GameRecord, event: str) -> str:
@@ -140,8 +178,10 @@ def run_selfplay_task(
     overrides: Sequence[str] = (),
     device: str = "auto",
     evaluator: Evaluator | None = None,
+    deadline: Deadline | None = None,
 ) -> TaskProgress:
-    """Play the task's missing shards of ``generation``; returns the final progress record."""
+    """Play the task's missing shards of ``generation``; returns the final progress record: status ``done``,
+    or ``stopped`` (a stop signal, or ``deadline`` too close for the next shard) with shards still missing."""
     paths = RunPaths(Path(run_dir))
     cfg = resolve_run_config(paths, config_path, overrides)
     plan = plan_task(cfg, task, num_tasks)
@@ -170,6 +210,10 @@ def run_selfplay_task(
         else:
             model_digest = "none (injected evaluator)"
         engine = SelfPlayEngine(evaluator, cfg)
+        if deadline is not None and deadline.remaining() < cfg.slurm.stop_margin_s:
+            raise AzhpcError(f"the job has {deadline.remaining():.0f} s left, below slurm.stop_margin_s "
+                             f"({cfg.slurm.stop_margin_s} s): raise --selfplay-time or lower slurm.stop_margin_s")
+        pacer = _Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan)
         progress.status = "running"
         pf.write()
         pending: dict[int, list[GameRecord]] = {k: [] for k in missing}
@@ -177,7 +221,10 @@ def run_selfplay_task(
             "generation": generation, "task": task, "attempt": progress.attempt, "model_sha256": model_digest,
             "config_sha256": cfg.digest(), "history": cfg.model.history, "games_per_shard": plan.games_per_shard,
         }
-        for record in engine.play(game_specs(cfg, generation, task, plan, missing)):
+        for record in engine.play(pacer.specs(cfg, generation, task, missing)):
+            if Stop.reason:  # a stop signal: in-flight games are dropped (their shard is played again)
+                pacer.stopped()
+                break
             shard = record.spec.shard
             pending[shard].append(record)
             progress.games_done += 1
@@ -186,9 +233,15 @@ def run_selfplay_task(
             if len(pending[shard]) == plan.games_in_shard(shard):
                 _write_complete_shard(paths, cfg, generation, task, shard, pending.pop(shard), attrs, progress)
             pf.write()
-        progress.status = "done"
+        left = plan.shards - len(paths.complete_shards(generation, task))
+        progress.status = "stopped" if left else "done"
+        progress.error = f"stopped with {left} shard(s) to play ({pacer.reason})" if left else ""
         pf.write()
         return progress
+    except SystemExit:  # submitit's requeue on USR2 exits from its signal handler
+        progress.status, progress.error = "stopped", "stopped by SLURM's warning signal, requeued"
+        pf.write()
+        raise
     except BaseException as exc:
         pf.fail(exc)
         raise

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import h5py
 import pytest
+import yaml
 
 from alphazero_hpc.checkpoint import file_digest, read_checkpoint
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
 from alphazero_hpc.launch.record import pid_alive
+from alphazero_hpc.paths import RunPaths
+from alphazero_hpc.train import plan_steps
 
 from .conftest import TINY, run_cli
 
@@ -21,16 +24,23 @@ QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "trai
 
 
 def disk_truth(run: Path, generation: int) -> dict:
-    """Games, positions and shards of a generation, counted from the HDF5 files themselves."""
+    """Games, positions and shards of a generation, counted from the HDF5 files themselves; ``duplicates``:
+    games (task, game id) found in more than one shard; ``partial``: temporaries or shards without a sidecar."""
     games = rows = shards = 0
-    models = set()
-    for path in sorted((run / "selfplay" / f"gen-{generation:04d}").glob("task-*/shard-*.h5")):
+    models, seen, duplicates = set(), set(), 0
+    folder = run / "selfplay" / f"gen-{generation:04d}"
+    for path in sorted(folder.glob("task-*/shard-*.h5")):
         with h5py.File(path, "r") as f:
             games += int(f.attrs["games"])
             rows += f["value_target"].shape[0]
             models.add(f.attrs["model_sha256"])
+            ids = {(int(f.attrs["task"]), int(g)) for g in set(f["game_id"][:].tolist())}
+            assert len(ids) == int(f.attrs["games"]), path
+        duplicates += len(ids & seen)
+        seen |= ids
         shards += 1
-    return {"games": games, "positions": rows, "shards": shards, "models": models}
+    partial = [p for p in folder.glob("task-*/*") if p.suffix == ".tmp" or (p.suffix == ".h5" and not p.with_suffix(".json").exists())]
+    return {"games": games, "positions": rows, "shards": shards, "models": models, "duplicates": duplicates, "partial": partial}
 
 
 def status_json(run: Path) -> dict:
@@ -59,6 +69,13 @@ def test_split_tasks_respects_max_array_size():
     parts = split_tasks(2500, 1001)
     assert [len(p) for p in parts] == [1001, 1001, 498]
     assert [t for p in parts for t in p] == list(range(2500))
+
+
+def test_time_left_parsing_covers_squeue_formats():
+    from alphazero_hpc.preempt import parse_time_left
+
+    assert [parse_time_left(x) for x in ("0:42", "12:03", "1:00:00", "2-03:04:05", "UNLIMITED", "INVALID", "")] == [
+        42, 12 * 60 + 3, 3600, ((2 * 24 + 3) * 60 + 4) * 60 + 5, None, None, None]
 
 
 def test_plan_rejects_what_would_fail_later():
@@ -134,7 +151,7 @@ def wait_for_run(run: Path, timeout: float) -> dict:
     while time.time() < deadline:
         st = status_json(run)
         active = [j for g in st["generations"] for j in g["jobs"]
-                  if any(s in j["state"] for s in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"))]
+                  if any(s in j["state"] for s in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUE"))]
         if not active:
             return st
         time.sleep(3)
@@ -142,9 +159,9 @@ def wait_for_run(run: Path, timeout: float) -> dict:
     pytest.fail(f"run {run} still has jobs after {timeout}s:\n" + run_cli("status", str(run)).stdout)
 
 
-def launch_slurm(run: Path, nodes: int, *extra: str) -> dict:
-    """``azhpc launch --cluster slurm`` of 2 generations on the testbed (2 fake GPUs per node); the launch record."""
-    res = run_cli("launch", "--cluster", "slurm", "--nodes", str(nodes), "--gpus-per-node", "2", "--generations", "2",
+def launch_slurm(run: Path, nodes: int, *extra: str, generations: int = 2) -> dict:
+    """``azhpc launch --cluster slurm`` on the testbed (2 fake GPUs per node); the launch record."""
+    res = run_cli("launch", "--cluster", "slurm", "--nodes", str(nodes), "--gpus-per-node", "2", "--generations", str(generations),
                   "--cpus-per-task", "1", "--run-dir", str(run), *QUICK, *extra)
     assert res.returncode == 0, res.stderr
     return json.loads((run / "launch.json").read_text())
@@ -170,6 +187,28 @@ def wait_until_running(progress: Path, timeout: float = 120) -> dict:
             return p
         time.sleep(0.2)
     pytest.fail(f"{progress} did not say running within {timeout}s")
+
+
+def wait_for_metrics(run: Path, generation: int, rows: int, timeout: float = 300) -> None:
+    """Until training of ``generation`` has logged ``rows`` steps (and not finished)."""
+    metrics = run / "train" / f"gen-{generation + 1:04d}" / "metrics.jsonl"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= rows:
+            assert not (run / "models" / f"gen-{generation + 1:04d}.pt").exists(), "training ended before the fault"
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{metrics} did not reach {rows} rows within {timeout}s")
+
+
+def check_training_steps(run: Path, generation: int) -> int:
+    """Every planned step of the generation's training logged exactly once, and in the checkpoint."""
+    paths = RunPaths(run)
+    steps = plan_steps(load_config(paths.config), paths, generation)
+    rows = [json.loads(x)["step"] for x in (paths.train_dir(generation + 1) / "metrics.jsonl").read_text().splitlines()]
+    assert rows == list(range(1, steps + 1))
+    assert read_checkpoint(paths.model(generation + 1))["steps"] == steps
+    return steps
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -229,9 +268,10 @@ def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_pa
 
 
 @pytest.mark.slow
-def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
+def test_local_killed_task_is_reported_and_resume_finishes_the_run(tmp_path):
     """SIGKILL of a self-play task process: the supervisor records it, status names it, the minimum-data rule
-    stops training with a clear error and ``launch --wait`` exits non-zero."""
+    stops training with a clear error and ``launch --wait`` exits non-zero. ``azhpc resume --wait`` then runs
+    only the killed task and training: every planned game exactly once; a second resume does nothing."""
     import os
     import signal
     import sys
@@ -254,6 +294,19 @@ def test_local_killed_task_is_reported_and_wait_fails(tmp_path):
     assert tr["state"] == "failed" and "below the minimum" in tr["error"]
     assert st["supervisor"]["state"] == "failed"
     assert sp["games"] == disk_truth(run, 0)["games"] < 48
+    jobs_before = len(json.loads((run / "launch.json").read_text())["jobs"])
+
+    res = run_cli("resume", str(run), "--wait", timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    truth = disk_truth(run, 0)
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (48, 0, [])
+    check_status_matches_disk(run, 1)
+    record = json.loads((run / "launch.json").read_text())
+    rerun = [(j["stage"], j["tasks"], j["attempt"], j["state"]) for j in record["jobs"][jobs_before:]]
+    assert rerun == [("selfplay", [1, 2], 2, "done"), ("train", [0, 1], 2, "done")]
+    again = run_cli("resume", str(run))
+    assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stdout + again.stderr
+    assert len(json.loads((run / "launch.json").read_text())["jobs"]) == len(record["jobs"])
 
 
 @pytest.mark.slow
@@ -300,16 +353,126 @@ def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path)
     from .conftest import ROOT
 
     run = tmp_path / "tpl"
+    config = yaml.safe_load(TINY.read_text())
+    config["train"].update(replay_ratio=12, loader_workers=0)  # long enough to be signalled mid-training
+    (tmp_path / "tpl.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "AZHPC_PYTHON": sys.executable, "SELFPLAY_OPTS": "--cpus-per-task=1",
            "TRAIN_OPTS": "--nodes=2 --gpus-per-node=1 --cpus-per-task=1"}
-    res = subprocess.run([str(ROOT / "slurm" / "chain.sh"), str(run), str(TINY), "1", "2"], capture_output=True, text=True,
+    res = subprocess.run([str(ROOT / "slurm" / "chain.sh"), str(run), str(tmp_path / "tpl.yaml"), "1", "2"], capture_output=True, text=True,
                          env=env, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     sp, tr = res.stdout.split("self-play array ")[1].split(", training ")
     tr = tr.split()[0]
+    # USR2 to the training job's processes (as before its time limit): the ranks save, the job requeues itself.
+    wait_for_metrics(run, 0, 3)
+    subprocess.run(["scancel", "--signal=USR2", tr], check=True)
     still_queued({sp, tr}, 300)
     states = sacct_states([sp, tr])
     assert states == {f"{sp}_0": "COMPLETED", f"{sp}_1": "COMPLETED", tr: "COMPLETED"}, states
     metrics = [json.loads(x) for x in (run / "train" / "gen-0001" / "metrics.jsonl").read_text().splitlines()]
     assert {m["world_size"] for m in metrics} == {2}
+    steps = check_training_steps(run, 0)
+    tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
+    assert (tp["attempt"], tp["restart_count"], tp["status"]) == (2, 1, "done"), tp
     check_status_matches_disk(run, 1)
+
+
+def progress_of(run: Path, generation: int, task: int) -> dict:
+    path = run / "selfplay" / f"gen-{generation:04d}" / "progress" / f"task-{task:04d}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def replay_task(run: Path, generation: int, task: int, tasks: int, tmp: Path) -> int:
+    """Positions of one task played again, uninterrupted, in a copy of the run (same config, same network)."""
+    import shutil
+    import sys
+
+    ref = tmp / f"ref-{run.name}"
+    (ref / "models").mkdir(parents=True)
+    shutil.copy(run / "config.yaml", ref / "config.yaml")
+    shutil.copy(run / "models" / f"gen-{generation:04d}.pt", ref / "models" / f"gen-{generation:04d}.pt")
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.stages", "selfplay", str(ref), str(generation), str(task),
+                    str(tasks)], check=True, capture_output=True, timeout=600, env=env)
+    return progress_of(ref, generation, task)["positions"]
+
+
+@pytest.mark.slow
+def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothing(slurm_cluster, tmp_path):
+    """``scontrol requeue`` of one array task while it writes shards, then of the training job while it trains:
+    the run ends with every game exactly once, the task's positions equal an uninterrupted replay of it, and
+    training logs every planned step exactly once."""
+    run = tmp_path / "slrq"
+    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=128", "--set", "train.replay_ratio=6",
+                          generations=1)
+    array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
+    deadline = time.time() + 240
+    while not list((run / "selfplay" / "gen-0000" / "task-0000").glob("shard-*.json")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert progress_of(run, 0, 0)["status"] == "running", "the task must still be writing"
+    subprocess.run(["scontrol", "requeue", f"{array}_0"], check=True)
+    wait_for_metrics(run, 0, 3)
+    subprocess.run(["scontrol", "requeue", train], check=True)
+    wait_for_run(run, 480)
+
+    assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
+    assert progress_of(run, 0, 0)["attempt"] == 2 and progress_of(run, 0, 1)["attempt"] == 1
+    tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
+    assert (tp["attempt"], tp["restart_count"], tp["status"]) == (2, 1, "done"), tp
+    truth = disk_truth(run, 0)
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (128, 0, [])
+    assert progress_of(run, 0, 0)["positions"] == replay_task(run, 0, 0, 2, tmp_path)
+    check_training_steps(run, 0)
+    check_status_matches_disk(run, 1)
+
+
+@pytest.mark.slow
+def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tmp_path):
+    """One-minute time limits, slurm.stop_margin_s=40: self-play stops starting shards and training saves its
+    state before the limit, each requeues its own job, and the run completes with every game exactly once."""
+    run = tmp_path / "sltime"
+    record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
+                          "--set", "selfplay.games_per_generation=192", "--set", "train.replay_ratio=8", generations=1)
+    array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
+    wait_for_run(run, 540)
+    assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
+    attempts = [progress_of(run, 0, t)["attempt"] for t in range(2)]
+    tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
+    assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
+    truth = disk_truth(run, 0)
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (192, 0, [])
+    check_training_steps(run, 0)
+    check_status_matches_disk(run, 1)
+
+
+@pytest.mark.slow
+def test_slurm_killed_task_then_resume_twice(slurm_cluster, tmp_path):
+    """SIGKILL of a self-play task's process (not through SLURM): the element fails, training refuses too little
+    data and the chain is cancelled; ``azhpc resume`` submits exactly that task, its training and generation 1;
+    a second resume right after submits nothing; the run completes with every game exactly once."""
+    import os
+    import signal
+
+    run = tmp_path / "slkill"
+    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=32", "--set", "train.min_selfplay_fraction=1.0")
+    p = wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
+    os.kill(p["pid"], signal.SIGKILL)
+    st = wait_for_run(run, 300)
+    row = [t for t in st["generations"][0]["selfplay"]["task_rows"] if t["state"] == "failed"]
+    assert [r["task"] for r in row] == [1] and "FAILED" in row[0]["detail"], row
+    assert st["generations"][0]["train"]["state"] == "failed"
+
+    res = run_cli("resume", str(run))
+    assert res.returncode == 0, res.stdout + res.stderr
+    new = json.loads((run / "launch.json").read_text())["jobs"][len(record["jobs"]):]
+    assert [(j["generation"], j["stage"], j["task_ids"] if "task_ids" in j else j["tasks"]) for j in new] == [
+        (0, "selfplay", [1, 2]), (0, "train", [0, 1]), (1, "selfplay", [0, 2]), (1, "train", [0, 1])], new
+    again = run_cli("resume", str(run))
+    assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stdout + again.stderr
+    assert len(json.loads((run / "launch.json").read_text())["jobs"]) == len(record["jobs"]) + 4
+    wait_for_run(run, 540)
+    for g in range(2):
+        truth = disk_truth(run, g)
+        assert (truth["games"], truth["duplicates"], truth["partial"]) == (32, 0, []), (g, truth)
+    assert progress_of(run, 0, 1)["attempt"] == 2
+    check_status_matches_disk(run, 2)

@@ -161,3 +161,42 @@ def test_window_by_positions_keeps_the_newest_shards(dataset):
     cap = full[0].rows + full[1].rows
     kept = replay_window(dataset, 0, 4, window_positions=cap)
     assert kept == full[:2]
+
+
+def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_run(tmp_path):
+    """USR2 to a training stage (what SLURM sends before the time limit, or on preemption): both ranks stop
+    at the same step, the state is saved, the stage exits 75 (requeue me); the rerun ends with the same steps
+    and the same weights as a run that was never stopped."""
+    from alphazero_hpc.checkpoint import ensure_initial_checkpoint
+
+    runs = {}
+    for name in ("clean", "stopped"):
+        paths = make_run(tmp_path / name, ["train.replay_ratio=6", "train.loader_workers=1"])
+        ensure_initial_checkpoint(paths.model(0), load_config(paths.config).model, 0)
+        runs[name] = paths
+    steps = plan_steps(load_config(runs["clean"].config), runs["clean"], 0)
+    cmd = lambda p: [sys.executable, "-m", "alphazero_hpc.launch.stages", "train", str(p.root), "0", "--nproc-per-node", "2"]  # noqa: E731
+    clean = subprocess.run(cmd(runs["clean"]), capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0, clean.stderr[-3000:]
+
+    paths = runs["stopped"]
+    proc = subprocess.Popen(cmd(paths), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = paths.train_dir(1) / "metrics.jsonl"
+    deadline = time.time() + 300
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR2)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 75, err[-3000:]
+    assert not paths.model(1).exists(), "the stop must land mid-run"
+    saved = torch.load(paths.train_dir(1) / "state.pt", weights_only=True)["step"]
+    assert err.count(f"Stopped: at step {saved}/{steps}") == 2 and 3 <= saved < steps
+    assert json.loads(paths.train_progress(1).read_text())["status"] == "stopped"
+
+    res = subprocess.run(cmd(paths), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"resuming at step {saved}/{steps}" in res.stdout
+    assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
+    sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum (\S+)", text)
+            for name, text in (("clean", clean.stdout), ("stopped", res.stdout))}
+    assert sums["clean"] == sums["stopped"] == [(str(steps), sums["clean"][0][1])]

@@ -15,12 +15,17 @@ from pathlib import Path
 from .. import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..paths import RunPaths
-from .record import pid_alive, read_record, write_record
+from .record import pid_alive, read_record, record_lock, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
     """Cancel the run's jobs; returns the job ids that were pending or running."""
     paths = RunPaths(Path(run_dir))
+    with record_lock(paths):
+        return _cancel(paths, timeout_s)
+
+
+def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
     record = read_record(paths)
     if record is None:
         raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): only launched runs can be cancelled")

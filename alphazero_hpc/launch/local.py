@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..paths import RunPaths
+from ..progress import read_progress
+from ..run import read_run_config
 from .record import JobRecord, LaunchRecord, read_record, write_record
 
 
@@ -42,6 +44,7 @@ class LocalSupervisor:
         self.on_tick, self.tick_s, self._last_tick = on_tick, tick_s, 0.0
         self.running: list[_Proc] = []
         self._stop = False
+        self.max_attempts = int(record.supervisor.get("max_attempts") or read_run_config(self.paths).slurm.max_attempts)
 
     def _save(self, **supervisor) -> None:
         self.record.supervisor.update(supervisor, updated=time.time())
@@ -86,10 +89,17 @@ class LocalSupervisor:
             self._tick()
             time.sleep(0.2)
 
+    def _should_run(self, generation: int, task: int) -> bool:
+        """Not done yet, and not failed max_attempts times already (a resume does not retry it forever)."""
+        if (read_progress(self.paths.progress(generation, task)) or {}).get("status") == "done":
+            return False
+        failed = [j for j in self.record.jobs_of(generation, "selfplay") if j.tasks == [task, task + 1] and j.state == "failed"]
+        return len(failed) < self.max_attempts
+
     def run_generation(self, generation: int) -> bool:
         plan, run = self.record.plan, str(self.paths.root)
         threads = max(1, (os.cpu_count() or 1) // plan.parallel)
-        todo = list(range(plan.tasks))
+        todo = [t for t in range(plan.tasks) if self._should_run(generation, t)]
         while (todo or self.running) and not self._stop:
             self._reap()
             while todo and len(self.running) < plan.parallel and not self._stop:

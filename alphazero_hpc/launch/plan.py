@@ -35,10 +35,6 @@ class LaunchPlan:
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
 
-    def arrays(self) -> list[range]:
-        """Task ranges of the arrays of one generation: one array unless it exceeds MaxArraySize."""
-        return split_tasks(self.tasks, self.max_array_size)
-
     def to_json(self) -> dict:
         return asdict(self)
 

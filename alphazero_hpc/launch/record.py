@@ -10,15 +10,18 @@ sidecars, it is all one needs to understand a run::
                "dependency": "", "submitted": 1700000001.0, "state": "", "exit_code": null}, ...],
      "supervisor": {"pid": 1234, "host": "vm", "state": "running", "error": ""}}      (local runs only)
 
-``tasks`` is [first, end) of the array elements; a job id of a local stage is ``local-<pid>``.
+``tasks`` is [first, end) of the array elements, unless ``indices`` lists them (an array that ``azhpc resume``
+submitted for some tasks only: element i runs task indices[i]); a job id of a local stage is ``local-<pid>``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from .. import fsutil
 from ..errors import RunDirError
@@ -40,9 +43,18 @@ class JobRecord:
     state: str = ""  # local runs: running, done, failed; SLURM runs ask the scheduler
     exit_code: int | None = None
     log: str = ""
+    indices: list[int] = field(default_factory=list)  # element i runs task indices[i]; empty: tasks[0] + i
 
-    def task_ids(self) -> range:
-        return range(self.tasks[0], self.tasks[1])
+    def task_ids(self) -> list[int]:
+        return list(self.indices) if self.indices else list(range(self.tasks[0], self.tasks[1]))
+
+    def element(self, task: int) -> int:
+        """The array index that runs ``task``."""
+        return self.indices.index(task) if self.indices else task - self.tasks[0]
+
+    @property
+    def size(self) -> int:
+        return len(self.indices) if self.indices else self.tasks[1] - self.tasks[0]
 
     @property
     def local_pid(self) -> int:
@@ -86,6 +98,22 @@ class LaunchRecord:
         return cls(plan=LaunchPlan.from_json(data["plan"]), command=data.get("command", ""), created=data.get("created", 0.0),
                    jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=data.get("supervisor", {}), events=data.get("events", []),
                    schema_version=data.get("schema_version", RECORD_SCHEMA))
+
+
+@contextlib.contextmanager
+def record_lock(paths: RunPaths) -> Iterator[None]:
+    """One launch, resume or cancel of a run at a time (an flock on RUN/.launch.lock; released if the holder dies)."""
+    if not paths.root.is_dir():
+        raise RunDirError(f"{paths.root} is not a run folder (it does not exist): check the path")
+    with open(paths.root / ".launch.lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirError(f"another azhpc launch, resume or cancel is working on {paths.root}: wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def write_record(paths: RunPaths, record: LaunchRecord) -> None:

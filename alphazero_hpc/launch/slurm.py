@@ -27,9 +27,9 @@ from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer,
 from ..config import Config
 from ..errors import AzhpcError
 from ..paths import RunPaths
-from .plan import LaunchPlan
+from .plan import LaunchPlan, split_tasks
 from .record import JobRecord
-from .stages import selfplay_stage, torchrun_command, train_stage
+from .stages import TrainStage, selfplay_stage, torchrun_command
 
 
 class _ScriptExecutor(submitit.SlurmExecutor):
@@ -77,13 +77,16 @@ class SlurmChain:
 
     def _common(self, dependency: str) -> dict:
         s = self.cfg.slurm
-        params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE", f"export OMP_NUM_THREADS={s.cpus_per_task}"]}
+        params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE", f"export OMP_NUM_THREADS={s.cpus_per_task}"],
+                        # USR2 before the time limit, after the stages' own stop at stop_margin_s (preempt.py): a backstop
+                        "signal_delay_s": max(10, s.stop_margin_s // 2),
+                        "additional_parameters": {"requeue": True}}  # preemption and node failure requeue the job
         for key in ("partition", "account", "qos"):
             if getattr(s, key):
                 params[key] = getattr(s, key)
         if dependency:
             params["dependency"] = dependency
-            params["additional_parameters"] = {"kill-on-invalid-dep": "yes"}
+            params["additional_parameters"]["kill-on-invalid-dep"] = "yes"
         return params
 
     def _submit(self, what: str, ex: submitit.SlurmExecutor, submit: Callable[[], list], array_size: int | None) -> list[str]:
@@ -104,22 +107,29 @@ class SlurmChain:
     def _show(self, script: str) -> str:
         return script.replace(str(self.folder), str(self.paths.logs.resolve()))
 
-    def submit_selfplay(self, generation: int, after_train: str = "", attempt: int = 1) -> list[JobRecord]:
+    def submit_selfplay(self, generation: int, after_train: str = "", attempt: int = 1,
+                        tasks: list[int] | None = None) -> list[JobRecord]:
+        """Arrays for ``tasks`` (default all) of ``generation``, split at MaxArraySize."""
         s, plan = self.cfg.slurm, self.plan
         dependency = f"afterok:{after_train}" if after_train else ""
+        todo = list(range(plan.tasks)) if tasks is None else sorted(tasks)
         records = []
-        for chunk in plan.arrays():
+        for part in split_tasks(len(todo), plan.max_array_size):
+            chunk = todo[part.start : part.stop]
             ex = self._executor()
             ex.update_parameters(
                 job_name=f"azhpc-{self.name}-sp{generation}", time=s.selfplay_time_min, nodes=1, ntasks_per_node=1,
                 cpus_per_task=s.cpus_per_task, array_parallelism=len(chunk),
                 **({"gpus_per_node": 1} if plan.gpus_per_node else {}), **self._common(dependency))
             n, run = len(chunk), self.run
-            jobs = self._submit(f"generation {generation} self-play array (tasks {chunk.start}-{chunk.stop - 1})", ex,
-                                lambda: ex.map_array(selfplay_stage, [run] * n, [generation] * n, list(chunk), [plan.tasks] * n),
+            contiguous = chunk == list(range(chunk[0], chunk[-1] + 1))
+            what = f"tasks {chunk[0]}-{chunk[-1]}" if contiguous else "tasks " + ",".join(map(str, chunk))
+            jobs = self._submit(f"generation {generation} self-play array ({what})", ex,
+                                lambda: ex.map_array(selfplay_stage, [run] * n, [generation] * n, chunk, [plan.tasks] * n),
                                 n if n > 1 else None)
             job_id = jobs[0].split("_")[0]
-            records.append(JobRecord(generation, "selfplay", job_id, [chunk.start, chunk.stop], attempt, dependency))
+            records.append(JobRecord(generation, "selfplay", job_id, [chunk[0], chunk[-1] + 1], attempt, dependency,
+                                     indices=[] if contiguous else chunk))
             self.submitted.append(records[-1])
         return records
 
@@ -134,7 +144,7 @@ class SlurmChain:
             **({"gpus_per_node": plan.gpus_per_node} if plan.gpus_per_node else {}), **self._common(dependency))
         run = self.run
         job_id = self._submit(f"generation {generation} training job", ex,
-                              lambda: [ex.submit(train_stage, run, generation, plan.ranks_per_node)], None)[0]
+                              lambda: [ex.submit(TrainStage(), run, generation, plan.ranks_per_node)], None)[0]
         if self.dry_run:
             title, script = self.scripts[-1]
             each = shlex.join(torchrun_command(run, generation, plan.ranks_per_node, (plan.nodes, 0, "<first node>", "$SLURM_JOB_ID")))

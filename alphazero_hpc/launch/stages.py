@@ -23,7 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import fsutil
+import submitit
+
+from .. import fsutil, preempt
 from ..checkpoint import ensure_initial_checkpoint
 from ..config import Config
 from ..errors import AzhpcError
@@ -35,12 +37,36 @@ from ..shards import read_sidecar
 RDZV_PORT_BASE = 29400
 
 
-def selfplay_stage(run_dir: str, generation: int, task: int, num_tasks: int) -> dict:
-    """One array element: the task's missing shards of ``generation`` (see worker.run_selfplay_task)."""
-    from ..worker import run_selfplay_task
+def _requeue(what: str, reason: str) -> None:
+    """After a stage stopped in time: have SLURM run it again, then wait to be killed by the requeue.
+    A stop because of SIGTERM needs nothing: SLURM is already ending the job (requeue, preemption, scancel)."""
+    if "SIGTERM" in reason or not os.environ.get("SLURM_JOB_ID"):
+        return
+    print(f"{what} stopped ({reason}); asking SLURM to requeue job {preempt.slurm_job_id()}", file=sys.stderr, flush=True)
+    error = preempt.requeue_this_job()
+    if error:
+        raise AzhpcError(f"{what} stopped before its time limit ({reason}) but could not be requeued: {error}; "
+                         f"azhpc resume submits it again")
+    time.sleep(600)  # the requeue kills this job within KillWait
+    raise AzhpcError(f"{what} was requeued but is still running after 600 s: azhpc resume submits it again")
 
-    p = run_selfplay_task(run_dir, generation, task, num_tasks)
-    return {"task": task, "games": p.games_in_shards, "positions": p.positions, "shards": p.shards_done}
+
+class SelfPlayStage(submitit.helpers.Checkpointable):
+    """One array element: the task's missing shards of ``generation`` (see worker.run_selfplay_task).
+
+    Stops before the job's time limit and requeues its job; on SLURM's USR2 submitit calls ``checkpoint``
+    (the same call again: the state is the complete shards on disk) and requeues the job."""
+
+    def __call__(self, run_dir: str, generation: int, task: int, num_tasks: int) -> dict:
+        from ..worker import run_selfplay_task
+
+        p = run_selfplay_task(run_dir, generation, task, num_tasks, deadline=preempt.Deadline.of_this_job())
+        if p.status == "stopped":
+            _requeue(f"generation {generation} self-play task {task}", p.error)
+        return {"task": task, "status": p.status, "games": p.games_in_shards, "positions": p.positions, "shards": p.shards_done}
+
+
+selfplay_stage = SelfPlayStage()
 
 
 def generation_games(paths: RunPaths, generation: int) -> tuple[int, int, int]:
@@ -113,8 +139,35 @@ class _TrainProgress:
             fsutil.write_json(self.path, self.data, doing="writing training progress")
 
 
+_torchrun: subprocess.Popen | None = None  # the running torchrun agent (module level: the stage is pickled)
+
+
+def forward_stop(signum: int = 0, frame=None) -> None:  # noqa: ARG001 - also a signal handler
+    """Tell the training ranks to save their state and stop: USR2 to torchrun's tree (torchrun ignores it)."""
+    if _torchrun is not None and _torchrun.poll() is None:
+        preempt.signal_tree(_torchrun.pid, signal.SIGUSR2)
+
+
+class TrainStage(submitit.helpers.Checkpointable):
+    """One node's share of a training job (see ``train_stage``). On SLURM's USR2 submitit calls
+    ``checkpoint`` on the first node: the ranks save their state and exit, then submitit requeues the job."""
+
+    def __call__(self, run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
+        return train_stage(run_dir, generation, nproc_per_node)
+
+    def checkpoint(self, *args, **kwargs):
+        forward_stop()
+        if _torchrun is not None:
+            try:
+                _torchrun.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                pass  # the requeue kills what is left; the last periodic state is on disk
+        return super().checkpoint(*args, **kwargs)
+
+
 def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
-    """Train ``generation``'s window on this node's ``nproc_per_node`` ranks; writes models/gen-(G+1).pt."""
+    """Train ``generation``'s window on this node's ``nproc_per_node`` ranks; writes models/gen-(G+1).pt.
+    Stopped in time (signal, time limit) the ranks save their state; the first node then requeues the job."""
     paths = RunPaths(Path(run_dir))
     cfg = read_run_config(paths)
     slurm = _slurm_nodes()
@@ -130,11 +183,19 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
                              f"(its training failed?); see azhpc status {paths.root}")
         check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        code, error = _run_forwarding_errors(torchrun_command(run_dir, generation, nproc_per_node, slurm))
+        code, error, stopped = _run_forwarding_errors(torchrun_command(run_dir, generation, nproc_per_node, slurm))
+        if stopped:
+            progress.write(status="stopped", error=stopped)
+            if node_index == 0:
+                _requeue(f"generation {generation} training", stopped)
+            return {"generation": generation + 1, "status": "stopped", "node": node_index}
         if code != 0:
             raise AzhpcError(error or f"torchrun exited with status {code}; the job log has the details")
         if node_index == 0 and not out.exists():
             raise AzhpcError(f"training finished without writing {out}; the job log has the details")
+    except SystemExit:  # submitit's requeue on USR2 (after TrainStage.checkpoint)
+        progress.write(status="stopped", error="stopped by SLURM's warning signal, requeued")
+        raise
     except BaseException as exc:
         progress.write(status="failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise
@@ -142,21 +203,30 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
     return {"generation": generation + 1, "status": "trained", "node": node_index}
 
 
-def _run_forwarding_errors(cmd: list[str]) -> tuple[int, str]:
-    """Run ``cmd``, pass its stderr through, and return (exit status, the trainer's last one-line error)."""
-    error = ""
+def _run_forwarding_errors(cmd: list[str]) -> tuple[int, str, str]:
+    """Run torchrun ``cmd`` with USR2 ignored (SLURM signals every process of the step: the agent must
+    survive it, the ranks handle it), pass its stderr through, and return (exit status, the trainer's last
+    one-line error, the trainer's 'Stopped:' line if it stopped in time)."""
+    global _torchrun
+    error = stopped = ""
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
+    ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
+    with subprocess.Popen(ignoring_usr2, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        _torchrun = proc
         try:
             assert proc.stderr is not None
             for line in proc.stderr:
                 sys.stderr.write(line)
                 if line.startswith("Error: "):
                     error = line[len("Error: "):].strip()
+                elif line.startswith("Stopped: "):
+                    stopped = line[len("Stopped: "):].strip()
         except BaseException:
             proc.send_signal(signal.SIGTERM)
             raise
-    return proc.returncode, error
+        finally:
+            _torchrun = None
+    return proc.returncode, error, stopped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,9 +253,16 @@ def main(argv: list[str] | None = None) -> int:
             ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
             print(f"{paths.root}: config.yaml and {paths.model(0)} ready", flush=True)
         elif args.stage == "selfplay":
-            print(selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks), flush=True)
+            preempt.Stop.install(signal.SIGUSR2)  # stop, keep complete shards, requeue (SIGTERM: SLURM is ending the job)
+            result = selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks)
+            print(result, flush=True)
+            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
         else:
-            print(train_stage(args.run_dir, args.generation, args.nproc_per_node), flush=True)
+            for s in (signal.SIGUSR2, signal.SIGTERM):  # the ranks save their state and stop
+                signal.signal(s, forward_stop)
+            result = train_stage(args.run_dir, args.generation, args.nproc_per_node)
+            print(result, flush=True)
+            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
     except (AzhpcError, OSError) as exc:
         if os.environ.get("AZHPC_DEBUG"):
             raise

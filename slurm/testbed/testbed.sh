@@ -80,6 +80,7 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=5,sched_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
@@ -182,7 +183,16 @@ cmd=${1:-status}
 case "$cmd" in
   start)
     need_root start
-    if answers; then log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -)"; exit 0; fi
+    if answers; then
+      before=$(cat "$DIR"/etc/*.conf | md5sum)
+      write_config
+      if [ "$before" = "$(cat "$DIR"/etc/*.conf | md5sum)" ]; then
+        log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -)"; exit 0
+      fi
+      log "the testbed's config changed: restarting slurmctld and slurmd"
+      for n in "${NODES[@]}"; do stop_pid "$DIR/run/slurmd-$n.pid"; done
+      stop_pid "$DIR/run/slurmctld.pid"
+    fi
     install_packages
     write_config
     start_munge

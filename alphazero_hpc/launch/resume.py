@@ -1,0 +1,195 @@
+"""``azhpc resume RUN``: compare the run folder with the scheduler and submit exactly the missing work.
+
+The folder says what is finished (a task whose progress says ``done``, a generation whose checkpoint
+exists); the scheduler says what is still coming (pending, running or requeued jobs). Everything else is
+missing and is submitted again, generation by generation:
+
+- self-play tasks that failed, were cancelled, or were never submitted: one array of just those tasks;
+- a training job that failed or was cancelled, or is pending on a dependency that can no longer be met
+  (or would start before the tasks resubmitted for its generation): a new one, after the new arrays;
+- every later generation whose jobs hung on what was replaced: cancelled and submitted again.
+
+Finished work is never redone (tasks keep their shards, a running training job is left alone), so a second
+``resume`` right after the first finds everything pending or running and submits nothing. A task or
+training job that has failed ``slurm.max_attempts`` times is not submitted again: it is reported, with its
+error, until the user fixes the cause and allows more (``azhpc resume --max-attempts N``). Locally, resume
+starts a new supervisor when none is running; it runs the tasks that are not done, then training.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import scheduler
+from ..errors import AzhpcError, RunDirError
+from ..paths import RunPaths
+from ..progress import read_progress
+from ..run import read_run_config
+from . import plan as planning
+from .record import JobRecord, LaunchRecord, pid_alive, read_record, record_lock, write_record
+
+RAN_AND_FAILED = scheduler.FAILED - {"CANCELLED"}  # a cancelled job never counts as an attempt that failed
+
+
+@dataclass
+class ResumeResult:
+    paths: RunPaths
+    submitted: list[JobRecord] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # job ids left alone: still pending or running
+    gave_up: list[str] = field(default_factory=list)  # one line per task or job not retried any more
+    message: str = ""
+    supervisor_pid: int = 0
+
+
+def task_done(paths: RunPaths, generation: int, task: int) -> bool:
+    return (read_progress(paths.progress(generation, task)) or {}).get("status") == "done"
+
+
+def _failures(jobs: list[JobRecord], states: dict[str, scheduler.JobState], progress_failed: bool, task: int | None = None) -> int:
+    """Submissions of a task (or training job) that ran and failed: SLURM says so, or, without accounting,
+    the job is gone and its progress file says failed."""
+    n = 0
+    for job in jobs:
+        st = scheduler.element_state(states, job.job_id, job.element(task), job.size) if task is not None else states.get(job.job_id)
+        if st is not None and st.state in RAN_AND_FAILED:
+            n += 1
+        elif st is None and progress_failed:
+            n += 1
+    return n
+
+
+def resume(run_dir: Path, generations: int | None = None, max_attempts: int | None = None, detach: bool = True,
+           command: str = "") -> ResumeResult:
+    paths = RunPaths(Path(run_dir))
+    with record_lock(paths):
+        record = read_record(paths)
+        if record is None:
+            raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): start it with azhpc launch --run-dir {paths.root}")
+        cfg = read_run_config(paths)
+        limit = max_attempts or cfg.slurm.max_attempts
+        if generations is not None:
+            if generations < record.plan.generations:
+                raise AzhpcError(f"--generations {generations} is below the {record.plan.generations} this run already plans: "
+                                 f"it can only grow")
+            record.plan = replace(record.plan, generations=generations)
+        event = {"time": time.time(), "event": "resume", "command": command, "generations": record.plan.generations}
+        if record.plan.cluster == "local":
+            return _resume_local(paths, record, detach, event, limit)
+        if planning.detect_cluster() != "slurm":
+            raise AzhpcError("no SLURM cluster answers here (sinfo failed or is missing): run azhpc resume on the "
+                             "cluster's login node")
+        result = _resume_slurm(paths, cfg, record, limit)
+        record.events.append({**event, "submitted": [j.job_id for j in result.submitted], "cancelled": result.cancelled,
+                              "gave_up": result.gave_up})
+        write_record(paths, record)
+    return result
+
+
+def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: dict, limit: int) -> ResumeResult:
+    result = ResumeResult(paths)
+    if paths.model(record.plan.generations).exists():
+        result.message = f"the run is complete ({paths.model(record.plan.generations)} exists): nothing to resume"
+        return result
+    pid = int(record.supervisor.get("pid", 0) or 0)
+    if record.supervisor.get("state") == "running" and pid_alive(pid):
+        result.message = f"the local supervisor (pid {pid}) is still running this run: nothing to resume"
+        return result
+    record.supervisor.update(state="resuming", error="", max_attempts=limit)
+    record.events.append(event)
+    write_record(paths, record)  # before the supervisor starts: from then on it is the record's only writer
+    if detach:
+        from .local import start_detached
+
+        result.supervisor_pid = start_detached(paths.root)
+        result.message = f"started the local supervisor, pid {result.supervisor_pid}"
+    else:
+        result.message = "running the local supervisor in this process"
+    return result
+
+
+def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> ResumeResult:
+    from .slurm import SlurmChain
+
+    result = ResumeResult(paths)
+    states = scheduler.query([j.job_id for j in record.jobs])
+    chain = SlurmChain(paths, cfg, record.plan)
+    after_train = ""  # the live training job of the previous generation, if any
+    replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id
+    cancel: list[str] = []
+    try:
+        for g in range(record.plan.generations):
+            if paths.model(g + 1).exists():
+                after_train = ""
+                continue
+            if g > 0 and not after_train and not paths.model(g).exists():
+                break  # generation g-1 cannot train (gave up): nothing after it can run
+            train_jobs = record.jobs_of(g, "train")
+            train = train_jobs[-1] if train_jobs else None
+            tstate = states.get(train.job_id) if train else None
+            live_train = bool(tstate and tstate.active and tstate.reason != "DependencyNeverSatisfied" and not replaced)
+            if live_train and tstate.state != "PENDING":  # running (or requeued): it has read its data
+                result.kept.append(train.job_id)
+                after_train = train.job_id
+                continue
+            missing, live_arrays = _selfplay_todo(paths, record, states, g, limit, replaced, result, cancel)
+            if live_train and not missing:
+                result.kept.append(train.job_id)
+                after_train = train.job_id
+                continue
+            if train and tstate and tstate.active:
+                cancel.append(train.job_id)
+            failed = _failures(train_jobs, states, (read_progress(paths.train_progress(g + 1)) or {}).get("status") == "failed")
+            if failed >= limit:
+                error = (read_progress(paths.train_progress(g + 1)) or {}).get("error", "")
+                result.gave_up.append(f"generation {g} training failed {failed} times ({error or 'see its log'}): "
+                                      f"not resubmitted; fix the cause, then azhpc resume --max-attempts {failed + 1}")
+                break
+            attempt = 1 + len(train_jobs)
+            arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
+            new_train = chain.submit_train(g, [a.job_id for a in arrays] + live_arrays, after_train, attempt)
+            result.submitted += arrays + [new_train]
+            after_train, replaced = new_train.job_id, True
+    except BaseException:
+        scheduler.cancel([j.job_id for j in chain.submitted])  # all or nothing: no half chain left queued
+        raise
+    finally:
+        chain.close()
+    if cancel and not scheduler.cancel(sorted(set(cancel))):
+        result.message = f"scancel of the replaced jobs {', '.join(sorted(set(cancel)))} failed: cancel them by hand"
+    result.cancelled = sorted(set(cancel))
+    record.jobs += result.submitted
+    if not result.submitted:
+        result.message = result.message or ("nothing to resume: every missing piece is pending or running"
+                                             if result.kept else "nothing to resume")
+    return result
+
+
+def _selfplay_todo(paths: RunPaths, record: LaunchRecord, states, g: int, limit: int, replaced: bool,
+                   result: ResumeResult, cancel: list[str]) -> tuple[list[int], list[str]]:
+    """(tasks to submit, ids of arrays still live that training must wait for) of generation ``g``."""
+    missing: list[int] = []
+    live: set[str] = set()
+    for t in range(record.plan.tasks):
+        if task_done(paths, g, t):
+            continue
+        jobs = [j for j in record.jobs_of(g, "selfplay") if t in j.task_ids()]
+        job = jobs[-1] if jobs else None
+        st = scheduler.element_state(states, job.job_id, job.element(t), job.size) if job else None
+        if st is not None and st.active:
+            hopeless = st.reason == "DependencyNeverSatisfied" or (replaced and st.state == "PENDING")
+            if not hopeless:
+                live.add(job.job_id)
+                result.kept.append(f"{job.job_id}_{job.element(t)}" if job.size > 1 else job.job_id)
+                continue
+            cancel.append(f"{job.job_id}_{job.element(t)}" if job.size > 1 else job.job_id)
+        progress = read_progress(paths.progress(g, t)) or {}
+        failed = _failures(jobs, states, progress.get("status") == "failed", t)
+        if failed >= limit:
+            result.gave_up.append(f"generation {g} task {t} failed {failed} times ({progress.get('error') or 'see its log'}): "
+                                  f"not resubmitted; fix the cause, then azhpc resume --max-attempts {failed + 1}")
+            continue
+        missing.append(t)
+    return missing, sorted(live)
