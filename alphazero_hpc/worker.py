@@ -189,16 +189,20 @@ def run_selfplay_task(
     task_dir.mkdir(parents=True, exist_ok=True)
     fsutil.remove_stale_temporaries(task_dir)
     done = paths.complete_shards(generation, task)
-    for shard in done:  # a shard of another schema or a broken sidecar stops here, before any work
-        read_sidecar(paths.sidecar(generation, task, shard))
     missing = [k for k in range(plan.shards) if k not in set(done)]
 
     progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games, shards_target=plan.shards)
     previous = read_progress(paths.progress(generation, task))
     if previous:
         progress.attempt = int(previous.get("attempt", 0)) + (0 if previous.get("status") == "done" and not missing else 1)
-    _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
     pf = ProgressFile(paths.progress(generation, task), progress)
+    try:  # a shard of another schema or a broken sidecar stops here, before any work, and says so in progress
+        for shard in done:
+            read_sidecar(paths.sidecar(generation, task, shard))
+    except AzhpcError as exc:
+        pf.fail(exc)
+        raise
+    _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
     if not missing:
         progress.status = "done"
         pf.write()

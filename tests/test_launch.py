@@ -280,7 +280,7 @@ def test_local_killed_task_is_reported_and_resume_finishes_the_run(tmp_path):
     azhpc = str(Path(sys.executable).parent / "azhpc")
     proc = subprocess.Popen([azhpc, "launch", "--cluster", "local", "--generations", "1", "--run-dir", str(run), "--wait",
                              "--tasks", "2", *QUICK, "--set", "selfplay.games_per_generation=48", "--set", "selfplay.max_plies=80",
-                             "--set", "train.min_selfplay_fraction=0.9"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--set", "train.min_selfplay_fraction=0.9", "--set", "slurm.max_attempts=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     p = wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
     os.kill(p["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
@@ -294,16 +294,29 @@ def test_local_killed_task_is_reported_and_resume_finishes_the_run(tmp_path):
     assert tr["state"] == "failed" and "below the minimum" in tr["error"]
     assert st["supervisor"]["state"] == "failed"
     assert sp["games"] == disk_truth(run, 0)["games"] < 48
+    # A task that keeps failing (a shard of another schema in its folder): reported with its error and attempt
+    # count, and after slurm.max_attempts (2 here) failures resume refuses to run it again.
+    foreign = [run / "selfplay" / "gen-0000" / "task-0001" / f"shard-00099{ext}" for ext in (".h5", ".json")]
+    foreign[0].write_bytes(b"not hdf5")
+    foreign[1].write_text('{"schema_version": 99}')
+    res = run_cli("resume", str(run), "--wait", timeout=600)
+    assert res.returncode == 1, res.stdout + res.stderr
+    row = [t for t in status_json(run)["generations"][0]["selfplay"]["task_rows"] if t["state"] == "failed"]
+    assert [(r["task"], r["attempt"]) for r in row] == [(1, 2)] and "schema" in row[0]["detail"], row
+    res = run_cli("resume", str(run))
+    assert res.returncode == 1 and "task 1 failed 2 times" in res.stderr and "--max-attempts 3" in res.stderr, res.stderr
+    for f in foreign:
+        f.unlink()
     jobs_before = len(json.loads((run / "launch.json").read_text())["jobs"])
 
-    res = run_cli("resume", str(run), "--wait", timeout=600)
+    res = run_cli("resume", str(run), "--wait", "--max-attempts", "3", timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     truth = disk_truth(run, 0)
     assert (truth["games"], truth["duplicates"], truth["partial"]) == (48, 0, [])
     check_status_matches_disk(run, 1)
     record = json.loads((run / "launch.json").read_text())
     rerun = [(j["stage"], j["tasks"], j["attempt"], j["state"]) for j in record["jobs"][jobs_before:]]
-    assert rerun == [("selfplay", [1, 2], 2, "done"), ("train", [0, 1], 2, "done")]
+    assert rerun == [("selfplay", [1, 2], 3, "done"), ("train", [0, 1], 3, "done")]
     again = run_cli("resume", str(run))
     assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stdout + again.stderr
     assert len(json.loads((run / "launch.json").read_text())["jobs"]) == len(record["jobs"])
@@ -371,7 +384,7 @@ def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path)
     assert states == {f"{sp}_0": "COMPLETED", f"{sp}_1": "COMPLETED", tr: "COMPLETED"}, states
     metrics = [json.loads(x) for x in (run / "train" / "gen-0001" / "metrics.jsonl").read_text().splitlines()]
     assert {m["world_size"] for m in metrics} == {2}
-    steps = check_training_steps(run, 0)
+    check_training_steps(run, 0)
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert (tp["attempt"], tp["restart_count"], tp["status"]) == (2, 1, "done"), tp
     check_status_matches_disk(run, 1)

@@ -97,6 +97,15 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
     if record.supervisor.get("state") == "running" and pid_alive(pid):
         result.message = f"the local supervisor (pid {pid}) is still running this run: nothing to resume"
         return result
+    g = next(g for g in range(record.plan.generations) if not paths.model(g + 1).exists())
+    for t in range(record.plan.tasks):
+        failed = [j for j in record.jobs_of(g, "selfplay") if j.tasks == [t, t + 1] and j.state == "failed"]
+        if not task_done(paths, g, t) and len(failed) >= limit:
+            error = (read_progress(paths.progress(g, t)) or {}).get("error") or f"exit status {failed[-1].exit_code}"
+            result.gave_up.append(f"generation {g} task {t} failed {len(failed)} times ({error}): not run again; "
+                                  f"fix the cause, then azhpc resume --max-attempts {len(failed) + 1}")
+    if result.gave_up:
+        return result
     record.supervisor.update(state="resuming", error="", max_attempts=limit)
     record.events.append(event)
     write_record(paths, record)  # before the supervisor starts: from then on it is the record's only writer
