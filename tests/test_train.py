@@ -66,7 +66,7 @@ def test_two_rank_gloo_ddp_keeps_weights_identical_and_only_rank0_writes(tmp_pat
     paths = make_run(tmp_path)
     res = train(tmp_path, nproc=2)
     assert res.returncode == 0, res.stderr[-3000:]
-    sums = re.findall(r"\[train rank (\d)\] finished (\d+) steps, weight sum (\S+)", res.stdout + res.stderr)
+    sums = re.findall(r"\[train rank (\d)\] finished (\d+) steps, weight sum ([-+.0-9e]+)", res.stdout + res.stderr)
     assert len(sums) == 2 and sums[0][1] == sums[1][1]
     assert sums[0][2] == sums[1][2], "ranks diverged: gradients were not synchronised"
     steps = plan_steps(load_config(paths.config), paths, 0)
@@ -197,6 +197,6 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"resuming at step {saved}/{steps}" in res.stdout
     assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
-    sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum (\S+)", text)
+    sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum ([-+.0-9e]+)", text)
             for name, text in (("clean", clean.stdout), ("stopped", res.stdout))}
     assert sums["clean"] == sums["stopped"] == [(str(steps), sums["clean"][0][1])]
