@@ -219,8 +219,7 @@ def resume(run_dir: Path, generations: int | None, max_attempts: int | None, wai
         if res.submitted or res.supervisor_pid:
             click.echo(f"follow it: azhpc status {run_dir} --watch")
         return
-    record_local = res.message.startswith("running the local supervisor")
-    ok = run_local_foreground(run_dir, echo=click.echo) if record_local else wait(run_dir, echo=click.echo)
+    ok = run_local_foreground(run_dir, echo=click.echo) if res.run_here else wait(run_dir, echo=click.echo)
     if not ok:
         raise click.ClickException(f"run {run_dir} did not finish: see azhpc status {run_dir}")
     click.echo(f"done: {run_dir}")

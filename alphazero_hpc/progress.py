@@ -88,6 +88,11 @@ class ProgressFile:
             pass
 
 
+def task_done(progress_path: Path) -> bool:
+    """Whether the task of this progress file finished all its shards."""
+    return (read_progress(progress_path) or {}).get("status") == "done"
+
+
 def read_progress(path: Path) -> dict[str, Any] | None:
     try:
         with open(path) as fh:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..paths import RunPaths
-from ..progress import read_progress
+from ..progress import task_done
 from ..run import read_run_config
 from .record import JobRecord, LaunchRecord, read_record, write_record
 
@@ -91,10 +91,9 @@ class LocalSupervisor:
 
     def _should_run(self, generation: int, task: int) -> bool:
         """Not done yet, and not failed max_attempts times already (a resume does not retry it forever)."""
-        if (read_progress(self.paths.progress(generation, task)) or {}).get("status") == "done":
+        if task_done(self.paths.progress(generation, task)):
             return False
-        failed = [j for j in self.record.jobs_of(generation, "selfplay") if j.tasks == [task, task + 1] and j.state == "failed"]
-        return len(failed) < self.max_attempts
+        return len(self.record.local_failures(generation, task)) < self.max_attempts
 
     def run_generation(self, generation: int) -> bool:
         plan, run = self.record.plan, str(self.paths.root)

@@ -56,6 +56,10 @@ class JobRecord:
     def size(self) -> int:
         return len(self.indices) if self.indices else self.tasks[1] - self.tasks[0]
 
+    def element_id(self, task: int) -> str:
+        """The scheduler's id of the element that runs ``task`` (``ARRAY_INDEX``, or the job id of a one-task job)."""
+        return f"{self.job_id}_{self.element(task)}" if self.size > 1 else self.job_id
+
     @property
     def local_pid(self) -> int:
         """The process id of a local stage (job id ``local-<pid>``); 0 for a SLURM job."""
@@ -87,6 +91,10 @@ class LaunchRecord:
 
     def jobs_of(self, generation: int, stage: str) -> list[JobRecord]:
         return [j for j in self.jobs if j.generation == generation and j.stage == stage]
+
+    def local_failures(self, generation: int, task: int) -> list[JobRecord]:
+        """The local self-play processes of a task that exited with an error."""
+        return [j for j in self.jobs_of(generation, "selfplay") if j.tasks == [task, task + 1] and j.state == "failed"]
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..paths import RunPaths
-from ..progress import read_progress
+from ..progress import read_progress, task_done
 from ..run import read_run_config
 from . import plan as planning
 from .record import JobRecord, LaunchRecord, pid_alive, read_record, record_lock, write_record
@@ -42,10 +42,12 @@ class ResumeResult:
     gave_up: list[str] = field(default_factory=list)  # one line per task or job not retried any more
     message: str = ""
     supervisor_pid: int = 0
+    run_here: bool = False  # local, not detached: the caller runs the supervisor in its own process
 
 
-def task_done(paths: RunPaths, generation: int, task: int) -> bool:
-    return (read_progress(paths.progress(generation, task)) or {}).get("status") == "done"
+def _gave_up(what: str, failed: int, error: str) -> str:
+    return (f"{what} failed {failed} times ({error or 'see its log'}): not run again; fix the cause, then "
+            f"azhpc resume --max-attempts {failed + 1}")
 
 
 def _failures(jobs: list[JobRecord], states: dict[str, scheduler.JobState], progress_failed: bool, task: int | None = None) -> int:
@@ -99,11 +101,10 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
         return result
     g = next(g for g in range(record.plan.generations) if not paths.model(g + 1).exists())
     for t in range(record.plan.tasks):
-        failed = [j for j in record.jobs_of(g, "selfplay") if j.tasks == [t, t + 1] and j.state == "failed"]
-        if not task_done(paths, g, t) and len(failed) >= limit:
+        failed = record.local_failures(g, t)
+        if not task_done(paths.progress(g, t)) and len(failed) >= limit:
             error = (read_progress(paths.progress(g, t)) or {}).get("error") or f"exit status {failed[-1].exit_code}"
-            result.gave_up.append(f"generation {g} task {t} failed {len(failed)} times ({error}): not run again; "
-                                  f"fix the cause, then azhpc resume --max-attempts {len(failed) + 1}")
+            result.gave_up.append(_gave_up(f"generation {g} task {t}", len(failed), error))
     if result.gave_up:
         return result
     record.supervisor.update(state="resuming", error="", max_attempts=limit)
@@ -115,6 +116,7 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
         result.supervisor_pid = start_detached(paths.root)
         result.message = f"started the local supervisor, pid {result.supervisor_pid}"
     else:
+        result.run_here = True
         result.message = "running the local supervisor in this process"
     return result
 
@@ -150,11 +152,10 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
                 continue
             if train and tstate and tstate.active:
                 cancel.append(train.job_id)
-            failed = _failures(train_jobs, states, (read_progress(paths.train_progress(g + 1)) or {}).get("status") == "failed")
+            progress = read_progress(paths.train_progress(g + 1)) or {}
+            failed = _failures(train_jobs, states, progress.get("status") == "failed")
             if failed >= limit:
-                error = (read_progress(paths.train_progress(g + 1)) or {}).get("error", "")
-                result.gave_up.append(f"generation {g} training failed {failed} times ({error or 'see its log'}): "
-                                      f"not resubmitted; fix the cause, then azhpc resume --max-attempts {failed + 1}")
+                result.gave_up.append(_gave_up(f"generation {g} training", failed, progress.get("error", "")))
                 break
             attempt = 1 + len(train_jobs)
             arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
@@ -182,7 +183,7 @@ def _selfplay_todo(paths: RunPaths, record: LaunchRecord, states, g: int, limit:
     missing: list[int] = []
     live: set[str] = set()
     for t in range(record.plan.tasks):
-        if task_done(paths, g, t):
+        if task_done(paths.progress(g, t)):
             continue
         jobs = [j for j in record.jobs_of(g, "selfplay") if t in j.task_ids()]
         job = jobs[-1] if jobs else None
@@ -191,14 +192,13 @@ def _selfplay_todo(paths: RunPaths, record: LaunchRecord, states, g: int, limit:
             hopeless = st.reason == "DependencyNeverSatisfied" or (replaced and st.state == "PENDING")
             if not hopeless:
                 live.add(job.job_id)
-                result.kept.append(f"{job.job_id}_{job.element(t)}" if job.size > 1 else job.job_id)
+                result.kept.append(job.element_id(t))
                 continue
-            cancel.append(f"{job.job_id}_{job.element(t)}" if job.size > 1 else job.job_id)
+            cancel.append(job.element_id(t))
         progress = read_progress(paths.progress(g, t)) or {}
         failed = _failures(jobs, states, progress.get("status") == "failed", t)
         if failed >= limit:
-            result.gave_up.append(f"generation {g} task {t} failed {failed} times ({progress.get('error') or 'see its log'}): "
-                                  f"not resubmitted; fix the cause, then azhpc resume --max-attempts {failed + 1}")
+            result.gave_up.append(_gave_up(f"generation {g} task {t}", failed, progress.get("error", "")))
             continue
         missing.append(t)
     return missing, sorted(live)
