@@ -69,6 +69,12 @@ def element_state(states: dict[str, JobState], job_id: str, index: int, array_si
     return states.get(f"{job_id}_{index}") or states.get(job_id)
 
 
+def first_node(nodelist: str) -> str:
+    """The first host name of a SLURM node list (``n[1-2]`` -> ``n1``): where a rendezvous is hosted."""
+    return subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                          check=True).stdout.split()[0]
+
+
 def cancel(job_ids: list[str]) -> bool:
     ids = [j for j in job_ids if j and j[0].isdigit()]
     return not ids or _run(["scancel", *ids]) is not None

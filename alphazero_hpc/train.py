@@ -22,7 +22,6 @@ import io
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from .errors import AzhpcError
 from .paths import RunPaths
 from .preempt import EXIT_REQUEUE, Deadline, Stop
 from .run import read_run_config
+from .scheduler import first_node
 
 STATE_SCHEMA = 1
 REFERENCE_BATCH = 256  # lr in the config is for this global batch; it scales linearly (Goyal et al. 2017)
@@ -66,9 +66,7 @@ def dist_env() -> DistEnv:
         return DistEnv(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)))
     if "SLURM_PROCID" in e and int(e.get("SLURM_NTASKS", "1")) > 1 and "SLURM_STEP_ID" in e:
         if "MASTER_ADDR" not in e:
-            first = subprocess.run(["scontrol", "show", "hostnames", e["SLURM_JOB_NODELIST"]], capture_output=True,
-                                   text=True, check=True).stdout.split()[0]
-            e["MASTER_ADDR"] = first
+            e["MASTER_ADDR"] = first_node(e["SLURM_JOB_NODELIST"])
             e["MASTER_PORT"] = str(20000 + int(e.get("SLURM_JOB_ID", "0")) % 20000)
         return DistEnv(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)))
     return DistEnv()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import submitit
 
-from .. import fsutil, preempt
+from .. import fsutil, preempt, scheduler
 from ..checkpoint import ensure_initial_checkpoint
 from ..config import Config
 from ..errors import AzhpcError
@@ -104,9 +104,7 @@ def _slurm_nodes() -> tuple[int, int, str, str] | None:
     if "SLURM_JOB_ID" not in e or "SLURM_STEP_ID" not in e:
         return None
     nodes = int(e.get("SLURM_JOB_NUM_NODES") or e.get("SLURM_NNODES") or 1)
-    first = subprocess.run(["scontrol", "show", "hostnames", e["SLURM_JOB_NODELIST"]], capture_output=True, text=True,
-                           check=True).stdout.split()[0]
-    return nodes, int(e.get("SLURM_NODEID", 0)), first, e["SLURM_JOB_ID"]
+    return nodes, int(e.get("SLURM_NODEID", 0)), scheduler.first_node(e["SLURM_JOB_NODELIST"]), e["SLURM_JOB_ID"]
 
 
 def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None) -> list[str]:
