@@ -27,6 +27,7 @@ class SelfPlayBench:
     config: str
     device: str
     games_in_flight: int
+    workers: int  # search processes sharing the network (0: one process searches and evaluates)
     seconds: float
     simulations: int
     simulations_per_s: float
@@ -35,24 +36,31 @@ class SelfPlayBench:
     positions: int
     positions_per_s: float
     mean_batch: float
+    batch_fill: float  # mean batch / the largest batch the search can form
     raw_evaluations_per_s: float
     ratio: float  # evaluations_per_s / raw_evaluations_per_s
-    cpu_us_per_simulation_outside_network: float
-    share_network: float
-    share_rules: float
-    share_tree: float
-    share_encoding: float
-    shard_io_s: float
-    bytes_per_position: float
+    cpu_us_per_simulation_outside_network: float | None  # the rest: single-process only (the workers' clocks
+    share_network: float | None                          # are not collected)
+    share_rules: float | None
+    share_tree: float | None
+    share_encoding: float | None
+    shard_io_s: float | None
+    bytes_per_position: float | None
 
     def render(self) -> str:
+        who = f"{self.workers} search workers x " if self.workers else ""
         lines = [
-            f"config {self.config} on {self.device}, {self.games_in_flight} games in flight, {self.seconds:.1f} s",
+            f"config {self.config} on {self.device}, {who}{self.games_in_flight} games in flight, {self.seconds:.1f} s",
             f"simulations/s            {self.simulations_per_s:10.1f}",
             f"positions/s              {self.positions_per_s:10.2f}  ({self.positions} recorded)",
-            f"network evaluations/s    {self.evaluations_per_s:10.1f}  (mean batch {self.mean_batch:.1f})",
+            f"network evaluations/s    {self.evaluations_per_s:10.1f}  (mean batch {self.mean_batch:.1f}, "
+            f"fill {self.batch_fill:.0%})",
             f"raw network evals/s      {self.raw_evaluations_per_s:10.1f}  (same batch, same process)",
             f"ratio                    {self.ratio:10.3f}",
+        ]
+        if self.share_network is None:
+            return "\n".join(lines)
+        lines += [
             f"CPU us/sim outside net   {self.cpu_us_per_simulation_outside_network:10.1f}",
             f"time split               network {self.share_network:.1%}, chess rules {self.share_rules:.1%}, "
             f"tree {self.share_tree:.1%}, encoding {self.share_encoding:.1%}",
@@ -78,7 +86,8 @@ def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) 
 
 
 def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds: float = 30.0,
-                   warmup_s: float = 3.0, evaluator=None) -> SelfPlayBench:
+                   warmup_s: float = 3.0, evaluator=None, workers: int = 0) -> SelfPlayBench:
+    """``workers`` 0 measures the single-process engine, more the search pool (``searchpool``)."""
     from .inference import TorchEvaluator, pick_device
     from .model import build_model
     from .shards import records_to_arrays, write_shard
@@ -86,6 +95,8 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
     dev = pick_device(device)
     if evaluator is None:
         evaluator = TorchEvaluator(build_model(cfg.model, seed=cfg.run.seed), dev)
+    if workers:
+        return _bench_pool(cfg, config_name, str(dev), evaluator, workers, seconds, warmup_s)
     engine = SelfPlayEngine(evaluator, cfg)
     engine.start(GameSpec(shard=0, index=i, seed=i) for i in range(10**9))
     stats = engine.search.stats
@@ -123,10 +134,11 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         bpp = size / max(len(arrays["value_target"]), 1)
     evals_per_s = d["evaluations"] / elapsed
     return SelfPlayBench(
-        config=config_name, device=str(dev), games_in_flight=cfg.selfplay.games_in_flight, seconds=elapsed,
+        config=config_name, device=str(dev), games_in_flight=cfg.selfplay.games_in_flight, workers=0, seconds=elapsed,
         simulations=d["simulations"], simulations_per_s=d["simulations"] / elapsed,
         evaluations=d["evaluations"], evaluations_per_s=evals_per_s,
         positions=positions, positions_per_s=positions / elapsed, mean_batch=mean_batch,
+        batch_fill=mean_batch / cfg.selfplay.games_in_flight,
         raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
         cpu_us_per_simulation_outside_network=1e6 * outside / max(d["simulations"], 1),
         share_network=d["t_network"] / max(measured, 1e-9), share_rules=d["t_rules"] / max(measured, 1e-9),
@@ -134,6 +146,32 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         shard_io_s=io_s, bytes_per_position=bpp,
     )
 
+
+def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: int, seconds: float,
+                warmup_s: float) -> SelfPlayBench:
+    """The search pool: ``workers`` spawned search processes, this process serving the network."""
+    from .paths import RunPaths
+    from .searchpool import SearchPool
+    from .worker import plan_task
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, plan_task(cfg, 0, 1), {}, workers, bench=True)
+        r = pool.bench(seconds, warmup_s)
+    if r["torch_in_workers"]:
+        print("warning: torch was imported in a search worker (it must never touch CUDA)")
+    mean_batch = r["evaluations"] / max(r["batches"], 1)
+    raw = raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_batch))))
+    elapsed = r["seconds"]
+    evals_per_s = r["evaluations"] / elapsed
+    return SelfPlayBench(
+        config=config_name, device=device, games_in_flight=cfg.selfplay.games_in_flight, workers=workers,
+        seconds=elapsed, simulations=r["simulations"], simulations_per_s=r["simulations"] / elapsed,
+        evaluations=r["evaluations"], evaluations_per_s=evals_per_s, positions=r["positions"],
+        positions_per_s=r["positions"] / elapsed, mean_batch=mean_batch, batch_fill=mean_batch / r["max_batch"],
+        raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
+        cpu_us_per_simulation_outside_network=None, share_network=None, share_rules=None, share_tree=None,
+        share_encoding=None, shard_io_s=None, bytes_per_position=None,
+    )
 
 
 def bench_shards(cfg: Config, games: int = 64) -> list[dict]:

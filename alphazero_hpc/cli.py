@@ -252,14 +252,38 @@ def bench() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
 @click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Measured window.")
 @click.option("--device", default="auto", show_default=True)
+@click.option("--workers", default="0", show_default=True, metavar="K[,K...]",
+              help="Search processes sharing the network (0: one process does both); a list measures each in turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, as_json: bool) -> None:
-    """Self-play speed against the raw network at the same batch size, in one run."""
+def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, workers: str,
+                       as_json: bool) -> None:
+    """Self-play speed against the raw network at the same batch size, in one run.
+
+    With several --workers values the runs follow each other in this process and the last lines compare their
+    simulations/s with the first value's.
+    """
     from .bench import bench_selfplay
     from .config import load_config
 
-    result = bench_selfplay(load_config(config_path, overrides), str(config_path), device, seconds)
-    click.echo(json.dumps(result.to_dict(), indent=1) if as_json else result.render())
+    try:
+        ks = [int(k) for k in workers.split(",")]
+        if min(ks) < 0:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--workers")
+    cfg = load_config(config_path, overrides)
+    results = [bench_selfplay(cfg, str(config_path), device, seconds, workers=k) for k in ks]
+    speedup = {str(r.workers): r.simulations_per_s / results[0].simulations_per_s for r in results}
+    if as_json:
+        out = results[0].to_dict() if len(results) == 1 else {"runs": [r.to_dict() for r in results],
+                                                              f"simulations_per_s_over_workers_{ks[0]}": speedup}
+        click.echo(json.dumps(out, indent=1))
+        return
+    click.echo("\n\n".join(r.render() for r in results))
+    if len(results) > 1:
+        click.echo("")
+        for r in results[1:]:
+            click.echo(f"simulations/s with {r.workers} workers / with {ks[0]}: {speedup[str(r.workers)]:.2f}x")
 
 
 @bench.command("shards")

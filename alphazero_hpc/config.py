@@ -93,6 +93,12 @@ class SelfPlayConfig:
     no_progress_plies: int = 100  # plies without capture or pawn move that end the game (100: 50-move rule)
     pgn_games_per_shard: int = 1  # games of each shard also saved as PGN for people to read
     shard_compression: str = "gzip"  # HDF5 filter for shard datasets: gzip, lzf or none
+    search_workers: int = -1  # search processes sharing one network server per task (docs/performance.md);
+                              # 0: one process searches and evaluates; -1 (auto): the CPUs SLURM gave the task
+                              # (SLURM_CPUS_PER_TASK) minus one, and 0 outside a SLURM job
+    server_max_batch: int = 0  # most leaves in one network batch of the server; 0: all workers' leaves
+    server_max_wait_ms: float = 5.0  # the server runs a partial batch after waiting this long for the rest
+    search_worker_restarts: int = 2  # search workers that died (killed, OOM) are restarted this many times per task
 
     def __post_init__(self) -> None:
         _check(self.games_per_generation >= 1, "selfplay.games_per_generation", "must be >= 1")
@@ -108,6 +114,11 @@ class SelfPlayConfig:
         _check(self.no_progress_plies in range(2, 256), "selfplay.no_progress_plies", "must be in 2..255")
         _check(self.pgn_games_per_shard >= 0, "selfplay.pgn_games_per_shard", "must be >= 0")
         _check(self.shard_compression in ("gzip", "lzf", "none"), "selfplay.shard_compression", "must be gzip, lzf or none")
+        _check(self.search_workers >= -1, "selfplay.search_workers", "must be >= 0, or -1 for auto")
+        _check(self.server_max_batch == 0 or self.server_max_batch >= self.games_in_flight, "selfplay.server_max_batch",
+               "must be 0 (no limit) or >= selfplay.games_in_flight (one worker's leaves)")
+        _check(self.server_max_wait_ms >= 0, "selfplay.server_max_wait_ms", "must be >= 0")
+        _check(self.search_worker_restarts >= 0, "selfplay.search_worker_restarts", "must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class TaskProgress:
     would_resign: int = 0
     resign_false_positives: int = 0
     terminations: dict[str, int] = field(default_factory=dict)
+    search_workers: int = 0  # search processes sharing this task's network (0: the task searches itself)
+    search_worker_pids: list[int] = field(default_factory=list)
+    search_worker_restarts: int = 0
     error: str = ""
     traceback: str = ""
 

@@ -138,10 +138,15 @@ class SelfPlayEngine:
         """Play every spec, ``games_in_flight`` at a time; yield each game when it ends."""
         self.start(specs)
         try:
-            while self.groups[0] or self.groups[1] or self._inflight:
+            while self.busy:
                 yield from self.step()
         finally:
             self.close()
+
+    @property
+    def busy(self) -> bool:
+        """Games in flight or a network call pending: ``step`` has more to do."""
+        return bool(self.groups[0] or self.groups[1] or self._inflight)
 
     def start(self, specs: Iterable[GameSpec]) -> None:
         """Queue ``specs``; ``step`` starts them as slots free up."""

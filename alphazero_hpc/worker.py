@@ -19,7 +19,6 @@ import chess.pgn
 import numpy as np
 
 from . import fsutil
-from .checkpoint import ensure_initial_checkpoint, file_digest, load_model
 from .config import Config
 from .errors import AzhpcError
 from .mcts import Evaluator
@@ -69,8 +68,10 @@ class _Pacer:
     everything on a stop signal. The first shard of an attempt always starts, so every attempt makes progress
     (or fails, at the time limit: an attempt that cannot finish one shard is not requeued forever)."""
 
-    def __init__(self, deadline: Deadline | None, margin_s: float, progress: TaskProgress, plan: TaskPlan) -> None:
+    def __init__(self, deadline: Deadline | None, margin_s: float, progress: TaskProgress, plan: TaskPlan,
+                 parallel: int = 1) -> None:
         self.deadline, self.margin_s, self.progress, self.plan = deadline, margin_s, progress, plan
+        self.parallel = parallel  # processes sharing the games: one of them plays a shard this much slower
         self.t0 = time.monotonic()
         self.reason = ""
 
@@ -86,7 +87,7 @@ class _Pacer:
             return True
         games = self.progress.games_this_attempt
         per_game = (time.monotonic() - self.t0) / games if games else 0.0
-        need = per_game * self.plan.games_in_shard(shard) + self.margin_s
+        need = per_game * self.plan.games_in_shard(shard) * self.parallel + self.margin_s
         if self.deadline.remaining() < need:
             self.reason = (f"time limit: {self.deadline.remaining():.0f} s left, shard {shard} needs about "
                            f"{need - self.margin_s:.0f} s + slurm.stop_margin_s {self.margin_s:.0f} s")
@@ -118,6 +119,7 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
     """Load the generation's network on ``device``; generation 0 first writes the seeded random net."""
     import torch
 
+    from .checkpoint import ensure_initial_checkpoint, file_digest, load_model
     from .inference import TorchEvaluator, pick_device
 
     model_path = paths.model(generation)
@@ -133,11 +135,7 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
 def _restore(progress: TaskProgress, paths: RunPaths, generation: int, task: int, done: list[int]) -> None:
     """Counters from the complete shards' sidecars (games of shards lost in flight are not counted)."""
     for shard in done:
-        meta = read_sidecar(paths.sidecar(generation, task, shard))
-        progress.shards_done += 1
-        progress.games_in_shards += meta["games"]
-        progress.positions += meta["rows"]
-        _add_stats(progress, meta["stats"])
+        count_shard(progress, read_sidecar(paths.sidecar(generation, task, shard)))
     progress.games_done = progress.games_in_shards
 
 
@@ -213,30 +211,23 @@ def run_selfplay_task(
             evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
         else:
             model_digest = "none (injected evaluator)"
-        engine = SelfPlayEngine(evaluator, cfg)
         if deadline is not None and deadline.remaining() < cfg.slurm.stop_margin_s:
             raise AzhpcError(f"the job has {deadline.remaining():.0f} s left, below slurm.stop_margin_s "
                              f"({cfg.slurm.stop_margin_s} s): raise --selfplay-time or lower slurm.stop_margin_s")
-        pacer = _Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan)
+        k = search_workers(cfg)
+        pacer = _Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan, parallel=max(k, 1))
         progress.status = "running"
         pf.write()
-        pending: dict[int, list[GameRecord]] = {k: [] for k in missing}
         attrs = {
             "generation": generation, "task": task, "attempt": progress.attempt, "model_sha256": model_digest,
             "config_sha256": cfg.digest(), "history": cfg.model.history, "games_per_shard": plan.games_per_shard,
         }
-        for record in engine.play(pacer.specs(cfg, generation, task, missing)):
-            if Stop.reason:  # a stop signal: in-flight games are dropped (their shard is played again)
-                pacer.stopped()
-                break
-            shard = record.spec.shard
-            pending[shard].append(record)
-            progress.games_done += 1
-            progress.games_this_attempt += 1
-            progress.simulations_this_attempt = engine.search.stats.simulations
-            if len(pending[shard]) == plan.games_in_shard(shard):
-                _write_complete_shard(paths, cfg, generation, task, shard, pending.pop(shard), attrs, progress)
-            pf.write()
+        if k:
+            from .searchpool import SearchPool
+
+            SearchPool(evaluator, cfg, paths, generation, task, plan, attrs, k).run(missing, pacer, pf)
+        else:
+            _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
         left = plan.shards - len(paths.complete_shards(generation, task))
         progress.status = "stopped" if left else "done"
         progress.error = f"stopped with {left} shard(s) to play ({pacer.reason})" if left else ""
@@ -251,8 +242,51 @@ def run_selfplay_task(
         raise
 
 
+def search_workers(cfg: Config) -> int:
+    """``selfplay.search_workers``, with -1 (auto) resolved: SLURM's CPUs for the task minus one, else 0."""
+    k = cfg.selfplay.search_workers
+    if k >= 0:
+        return k
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return max(0, int(cpus) - 1) if cpus.isdigit() else 0
+
+
+def _play_here(evaluator: Evaluator, cfg: Config, paths: RunPaths, generation: int, task: int, plan: TaskPlan,
+               attrs: dict, missing: list[int], pacer: "_Pacer", pf: ProgressFile) -> None:
+    """The single-process engine: this process searches and calls the network."""
+    progress = pf.p
+    engine = SelfPlayEngine(evaluator, cfg)
+    pending: dict[int, list[GameRecord]] = {k: [] for k in missing}
+    for record in engine.play(pacer.specs(cfg, generation, task, missing)):
+        if Stop.reason:  # a stop signal: in-flight games are dropped (their shard is played again)
+            pacer.stopped()
+            break
+        shard = record.spec.shard
+        pending[shard].append(record)
+        progress.games_done += 1
+        progress.games_this_attempt += 1
+        progress.simulations_this_attempt = engine.search.stats.simulations
+        if len(pending[shard]) == plan.games_in_shard(shard):
+            _write_complete_shard(paths, cfg, generation, task, shard, pending.pop(shard), attrs, progress)
+        pf.write()
+
+
 def _write_complete_shard(paths: RunPaths, cfg: Config, generation: int, task: int, shard: int,
                           records: list[GameRecord], attrs: dict, progress: TaskProgress) -> None:
+    count_shard(progress, write_complete_shard(paths, cfg, generation, task, shard, records, attrs))
+
+
+def count_shard(progress: TaskProgress, sidecar: dict) -> None:
+    """Add a complete shard (its sidecar) to the task's progress."""
+    progress.shards_done += 1
+    progress.games_in_shards += sidecar["games"]
+    progress.positions += sidecar["rows"]
+    _add_stats(progress, sidecar["stats"])
+
+
+def write_complete_shard(paths: RunPaths, cfg: Config, generation: int, task: int, shard: int,
+                         records: list[GameRecord], attrs: dict) -> dict:
+    """Write a shard, its PGN sample and (last: it marks the shard complete) its sidecar; returns the sidecar."""
     arrays = records_to_arrays(records, cfg.selfplay.games_per_shard)
     rows = len(arrays["value_target"])
     size = write_shard(paths.shard(generation, task, shard), arrays, {**attrs, "shard": shard, "games": len(records)},
@@ -261,14 +295,11 @@ def _write_complete_shard(paths: RunPaths, cfg: Config, generation: int, task: i
     if sample:
         event = f"azhpc gen {generation} task {task} shard {shard}"
         fsutil.write_text(paths.pgn(generation, task, shard), "".join(game_pgn(r, event) for r in sample), doing="writing PGN")
-    stats = _shard_stats(records)
-    fsutil.write_json(paths.sidecar(generation, task, shard), {
+    sidecar = {
         "schema_version": SHARD_SCHEMA, "generation": generation, "task": task, "shard": shard,
         "games": len(records), "rows": rows, "bytes": size, "bytes_per_position": size / max(rows, 1),
-        "policy_entries": int(arrays["policy_count"].astype(np.int64).sum()), "stats": stats,
-    }, doing="writing shard sidecar")
-    progress.shards_done += 1
-    progress.games_in_shards += len(records)
-    progress.positions += rows
-    _add_stats(progress, stats)
+        "policy_entries": int(arrays["policy_count"].astype(np.int64).sum()), "stats": _shard_stats(records),
+    }
+    fsutil.write_json(paths.sidecar(generation, task, shard), sidecar, doing="writing shard sidecar")
+    return sidecar
 

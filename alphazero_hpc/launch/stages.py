@@ -26,7 +26,6 @@ from pathlib import Path
 import submitit
 
 from .. import fsutil, preempt, scheduler
-from ..checkpoint import ensure_initial_checkpoint
 from ..config import Config
 from ..errors import AzhpcError
 from ..paths import RunPaths
@@ -246,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.stage == "init":
+            from ..checkpoint import ensure_initial_checkpoint  # here: search workers import this module, never torch
+
             paths = RunPaths(Path(args.run_dir))
             cfg = resolve_run_config(paths, args.config, args.overrides)
             ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)

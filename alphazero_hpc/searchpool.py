@@ -1,0 +1,426 @@
+"""Several search processes per self-play task, sharing one network in the task's own process.
+
+One Python search loop costs ~100 us of CPU per simulation, so one process cannot keep a GPU busy. Here the
+task's process owns the network (and the CUDA context) and serves it; ``K`` search workers, started with
+``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
+
+Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and a few counters. A request
+is the 4-byte row count sent on the worker's evaluation pipe, the answer the same 4 bytes back; no array is
+ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
+worker's process sentinel, so a dead worker is seen at once and never waited on. It runs one network batch
+over the rows of all workers that asked, once every live worker has asked, or ``server_max_batch`` rows are
+waiting, or the first request has waited ``server_max_wait_ms``.
+
+Shards: workers ask the server for a shard to play (the server paces them against the job's deadline), play
+its games, and write the shard, its PGN sample and its sidecar themselves, exactly as the single-process
+engine does, so writing never stalls the network. The server turns their small control messages (a game
+ended, a shard was written) into the task's progress file. A worker that dies is reported; its unfinished
+shards go back to the queue and a new worker takes its place, up to ``search_worker_restarts`` times. A
+worker that raises reports its error and the task fails with it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Iterator
+
+import numpy as np
+
+from .config import Config
+from .encoding import NUM_MOVES, num_planes
+from .errors import AzhpcError
+from .mcts import Evaluator
+from .paths import RunPaths
+from .preempt import Stop, ignore_stop_signals
+
+_COUNTERS = 4  # simulations, positions recorded, games finished, network rows asked for
+
+
+class Slot:
+    """A worker's shared memory: ``rows`` leaves of input planes, their logits and values, and counters."""
+
+    def __init__(self, rows: int, history: int, ctx: Any = None) -> None:
+        self.rows, self.history = rows, history
+        ctx = ctx or mp.get_context("spawn")
+        c = num_planes(history)
+        self._raw = (ctx.RawArray("f", rows * c * 64), ctx.RawArray("f", rows * NUM_MOVES),
+                     ctx.RawArray("f", rows), ctx.RawArray("d", _COUNTERS))
+        self._map()
+
+    def _map(self) -> None:
+        planes, logits, values, counters = self._raw
+        self.planes = np.frombuffer(planes, np.float32).reshape(self.rows, num_planes(self.history), 8, 8)
+        self.logits = np.frombuffer(logits, np.float32).reshape(self.rows, NUM_MOVES)
+        self.values = np.frombuffer(values, np.float32)
+        self.counters = np.frombuffer(counters, np.float64)
+
+    def __getstate__(self) -> dict:  # only while spawning a worker: the RawArrays travel as shared memory
+        return {"rows": self.rows, "history": self.history, "_raw": self._raw}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._map()
+
+
+class RemoteEvaluator:
+    """The worker's side: write the leaves into the slot, send their count, wait for the server's answer."""
+
+    def __init__(self, slot: Slot, conn: Connection) -> None:
+        self.slot, self.conn, self.history = slot, conn, slot.history
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(planes)
+        self.slot.planes[:n] = planes
+        self.slot.counters[3] += n
+        try:
+            self.conn.send_bytes(n.to_bytes(4, "little"))
+            self.conn.recv_bytes(4)
+        except (EOFError, OSError) as exc:
+            raise AzhpcError("the self-play task's network server has gone (it failed or was killed)") from exc
+        # Copies: the next request (the other pipeline half) reuses the slot while these are backed up.
+        return self.slot.logits[:n].copy(), self.slot.values[:n].copy()
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    index: int
+    cfg: Config
+    run_dir: str
+    generation: int
+    task: int
+    num_tasks: int
+    attrs: dict
+    bench: bool = False  # play endless games, write nothing (``azhpc bench selfplay``)
+
+
+def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection, stop: Any) -> None:
+    """A search worker (spawned). SLURM signals every process of the step: only the server reacts to that."""
+    ignore_stop_signals()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctl.send(("hello", os.getpid(), "torch" in sys.modules))
+        _search(args, slot, eval_conn, ctl, stop)
+        ctl.send(("exit", "stopped" if stop.is_set() else "done"))
+    except BaseException as exc:  # noqa: BLE001 - reported to the server, which fails the task with it
+        try:
+            ctl.send(("error", f"{type(exc).__name__}: {exc}".splitlines()[0], traceback.format_exc()[-8000:]))
+        except (OSError, ValueError):
+            pass
+        sys.exit(1)
+
+
+def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection, stop: Any) -> None:
+    from .selfplay import GameSpec, SelfPlayEngine
+    from .worker import game_specs, plan_task, write_complete_shard
+
+    cfg = args.cfg
+    paths = RunPaths(args.run_dir)
+    plan = plan_task(cfg, args.task, args.num_tasks)
+    engine = SelfPlayEngine(RemoteEvaluator(slot, eval_conn), cfg)
+
+    def shards() -> Iterator[GameSpec]:
+        if args.bench:
+            seed = 10**9 * (args.index + 1)
+            while True:
+                seed += 1
+                yield GameSpec(shard=0, index=0, seed=seed)
+        while True:
+            ctl.send(("next",))
+            shard = ctl.recv()
+            if shard is None:
+                return
+            yield from game_specs(cfg, args.generation, args.task, plan, [shard])
+
+    pending: dict[int, list] = {}
+    engine.start(shards())
+    try:
+        while engine.busy and not stop.is_set():
+            for record in engine.step():
+                slot.counters[2] += 1
+                if args.bench:
+                    continue
+                shard = record.spec.shard
+                pending.setdefault(shard, []).append(record)
+                ctl.send(("game", shard, engine.search.stats.simulations))
+                if len(pending[shard]) == plan.games_in_shard(shard):
+                    sidecar = write_complete_shard(paths, cfg, args.generation, args.task, shard, pending.pop(shard), args.attrs)
+                    ctl.send(("shard", shard, sidecar))
+            slot.counters[0] = engine.search.stats.simulations
+            slot.counters[1] = engine.positions_recorded
+    finally:
+        engine.close()
+
+
+def _drain(conn: Connection) -> list[Any]:
+    out = []
+    try:
+        while conn.poll():
+            out.append(conn.recv())
+    except (EOFError, OSError):
+        pass  # the worker is gone; its sentinel says so
+    return out
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: Any
+    eval_conn: Connection
+    ctl: Connection
+    pid: int = 0
+    torch_imported: bool = False
+    shards: tuple[int, ...] = ()  # handed out, not yet written
+    exited: str = ""  # "done", "stopped" once it said so
+    error: tuple[str, str] | None = None
+    simulations: int = 0
+
+
+@dataclass
+class ServerStats:
+    batches: int = 0
+    evaluations: int = 0
+    t_network: float = 0.0
+    restarts: int = 0
+
+
+class SearchPool:
+    """The server side of one self-play task: spawns the workers, serves the network, keeps progress."""
+
+    def __init__(self, evaluator: Evaluator, cfg: Config, paths: RunPaths, generation: int, task: int,
+                 plan: Any, attrs: dict, workers: int, num_tasks: int = 1, bench: bool = False) -> None:
+        self.evaluator, self.cfg, self.paths, self.plan = evaluator, cfg, paths, plan
+        self.generation, self.task, self.k = generation, task, workers
+        sp = cfg.selfplay
+        self.max_batch = sp.server_max_batch or workers * sp.games_in_flight
+        self.max_wait = sp.server_max_wait_ms / 1000.0
+        self.ctx = mp.get_context("spawn")
+        self.stop = self.ctx.Event()
+        self.slots = [Slot(sp.games_in_flight, cfg.model.history, self.ctx) for _ in range(workers)]
+        self.staging = np.empty((self.max_batch, num_planes(cfg.model.history), 8, 8), np.float32)
+        self.args = [WorkerArgs(i, cfg, str(paths.root), generation, task, num_tasks, attrs, bench) for i in range(workers)]
+        self.workers: list[_Worker] = []
+        self.stats = ServerStats()
+        self.dead_simulations = 0
+        self.pending: dict[int, int] = {}  # worker index -> rows waiting in its slot
+        self.first_request = 0.0
+
+    # -- workers -------------------------------------------------------------------------------------
+    def _spawn(self, index: int) -> _Worker:
+        eval_here, eval_there = self.ctx.Pipe()
+        ctl_here, ctl_there = self.ctx.Pipe()
+        p = self.ctx.Process(target=_worker_main, name=f"azhpc-search-{index}", daemon=True,
+                             args=(self.args[index], self.slots[index], eval_there, ctl_there, self.stop))
+        p.start()
+        eval_there.close()
+        ctl_there.close()
+        self.slots[index].counters[:] = 0
+        return _Worker(index, p, eval_here, ctl_here, pid=p.pid)
+
+    def start(self) -> None:
+        self.workers = [self._spawn(i) for i in range(self.k)]
+
+    def live(self) -> list[_Worker]:
+        return [w for w in self.workers if w.process is not None]
+
+    def shutdown(self, grace_s: float = 10.0) -> None:
+        """Ask the workers to stop, wait ``grace_s`` for them, then kill what is left."""
+        self.stop.set()
+        t_end = time.monotonic() + grace_s
+        for w in self.live():
+            while w.process.is_alive() and time.monotonic() < t_end:
+                # a worker blocked on the network or on its next shard must get its answer to notice the stop
+                for other, msg in self._serve_once(0.05):
+                    if msg[0] == "next":
+                        other.ctl.send(None)
+        for w in self.live():
+            if w.process.is_alive():
+                w.process.kill()
+            w.process.join(5)
+            w.process = None
+
+    # -- serving -------------------------------------------------------------------------------------
+    def _serve_once(self, timeout: float) -> list[tuple[_Worker, Any]]:
+        """Wait up to ``timeout`` for requests; run a batch when the policy says so. Returns control messages."""
+        objs: dict[Any, tuple[str, _Worker]] = {}
+        for w in self.live():
+            objs[w.eval_conn] = ("eval", w)
+            objs[w.ctl] = ("ctl", w)
+            objs[w.process.sentinel] = ("exit", w)
+        if self.pending:
+            timeout = max(0.0, min(timeout, self.first_request + self.max_wait - time.monotonic()))
+        messages: list[tuple[_Worker, Any]] = []
+        for obj in wait(list(objs), timeout):
+            kind, w = objs[obj]
+            if w.process is None:
+                continue
+            if kind == "eval":
+                try:
+                    n = int.from_bytes(w.eval_conn.recv_bytes(4), "little")
+                except (EOFError, OSError):
+                    continue  # the worker is gone; its sentinel says so
+                if not self.pending:
+                    self.first_request = time.monotonic()
+                self.pending[w.index] = n
+            else:  # on its end, what it said before comes first (its error, its last shard)
+                messages.extend((w, m) for m in _drain(w.ctl))
+                if kind == "exit":
+                    messages.append((w, ("died",)))
+        if self._batch_ready():
+            self._run_batch()
+        return messages
+
+    def _batch_ready(self) -> bool:
+        if not self.pending:
+            return False
+        asked = sum(self.pending.values())
+        everyone = all(w.index in self.pending for w in self.live() if not w.exited)
+        return everyone or asked >= self.max_batch or time.monotonic() - self.first_request >= self.max_wait
+
+    def _run_batch(self) -> None:
+        take, rows = [], 0
+        for index, n in sorted(self.pending.items()):
+            if rows + n > self.max_batch and take:
+                break
+            take.append((index, rows, n))
+            rows += n
+        for index, offset, n in take:
+            self.staging[offset:offset + n] = self.slots[index].planes[:n]
+        t0 = time.perf_counter()
+        logits, values = self.evaluator.evaluate(self.staging[:rows])
+        self.stats.t_network += time.perf_counter() - t0
+        self.stats.batches += 1
+        self.stats.evaluations += rows
+        by_index = {w.index: w for w in self.live()}
+        for index, offset, n in take:
+            del self.pending[index]
+            slot = self.slots[index]
+            slot.logits[:n] = logits[offset:offset + n]
+            slot.values[:n] = values[offset:offset + n]
+            w = by_index.get(index)
+            if w is not None:
+                try:
+                    w.eval_conn.send_bytes(n.to_bytes(4, "little"))
+                except OSError:
+                    pass  # died while waiting; its sentinel says so
+        if self.pending:
+            self.first_request = time.monotonic()
+
+    def counters(self) -> np.ndarray:
+        """Simulations, positions, games and rows asked for, summed over all workers (live and replaced)."""
+        return sum((s.counters.copy() for s in self.slots), np.zeros(_COUNTERS))
+
+    # -- a task --------------------------------------------------------------------------------------
+    def run(self, missing: list[int], pacer: Any, pf: Any) -> None:
+        """Play ``missing`` shards; progress goes to ``pf``. Returns when every worker has stopped."""
+        from .worker import count_shard
+
+        progress = pf.p
+        queue = sorted(missing)
+        handed_any = False
+        last_write = 0.0
+        progress.search_workers = self.k
+        self.start()
+        try:
+            while self.live():
+                if Stop.reason and not self.stop.is_set():
+                    pacer.stopped()
+                    self.stop.set()  # in-flight games are dropped, as in the single-process engine
+                for w, msg in self._serve_once(0.5):
+                    kind = msg[0]
+                    if kind == "hello":
+                        w.pid, w.torch_imported = msg[1], msg[2]
+                        progress.search_worker_pids = [x.pid for x in self.live()]
+                        last_write = 0.0
+                    elif kind == "next":
+                        shard = None
+                        if queue and not self.stop.is_set() and pacer.may_start(queue[0], first=not handed_any):
+                            shard, handed_any = queue.pop(0), True
+                            w.shards += (shard,)
+                        w.ctl.send(shard)
+                    elif kind == "game":
+                        progress.games_done += 1
+                        progress.games_this_attempt += 1
+                        w.simulations = msg[2]
+                    elif kind == "shard":
+                        w.shards = tuple(s for s in w.shards if s != msg[1])
+                        count_shard(progress, msg[2])
+                        last_write = 0.0
+                    elif kind == "exit":
+                        w.exited = msg[1]
+                    elif kind == "error":
+                        w.error = (msg[1], msg[2])
+                    elif kind == "died":
+                        queue = self._buried(w, queue)
+                        progress.search_worker_restarts = self.stats.restarts
+                progress.simulations_this_attempt = self.dead_simulations + sum(w.simulations for w in self.live())
+                if time.monotonic() - last_write > 1.0:
+                    pf.write()
+                    last_write = time.monotonic()
+        finally:
+            self.shutdown()
+
+    def _buried(self, w: _Worker, queue: list[int]) -> list[int]:
+        """A worker process ended: a clean exit, an error (the task fails) or a death (restart it)."""
+        w.process.join(5)
+        code = w.process.exitcode
+        w.process = None
+        self.dead_simulations += w.simulations
+        self.pending.pop(w.index, None)
+        if w.exited and code == 0:
+            return queue
+        for shard in w.shards:  # a shard being written when it died: drop the writer's temporaries
+            for path in (self.paths.shard(self.generation, self.task, shard), self.paths.sidecar(self.generation, self.task, shard),
+                         self.paths.pgn(self.generation, self.task, shard)):
+                for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+                    tmp.unlink(missing_ok=True)
+        queue = sorted(set(queue) | set(w.shards) - set(self.paths.complete_shards(self.generation, self.task)))
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+        if w.error is not None:
+            raise AzhpcError(f"search worker {w.index} (pid {w.pid}) failed: {w.error[0]}")
+        if self.stats.restarts >= self.cfg.selfplay.search_worker_restarts:
+            raise AzhpcError(f"search worker {w.index} (pid {w.pid}) {how} while playing shard(s) {list(w.shards)}, "
+                             f"after {self.stats.restarts} restart(s): raise selfplay.search_worker_restarts, or look "
+                             f"for the cause (out of memory? dmesg) and run the task again")
+        self.stats.restarts += 1
+        print(f"azhpc: search worker {w.index} (pid {w.pid}) {how} while playing shard(s) {list(w.shards)}; "
+              f"restarting it ({self.stats.restarts} of {self.cfg.selfplay.search_worker_restarts})", file=sys.stderr, flush=True)
+        self.workers[self.workers.index(w)] = self._spawn(w.index)
+        return queue
+
+    # -- benchmark -----------------------------------------------------------------------------------
+    def bench(self, seconds: float, warmup_s: float) -> dict:
+        """Endless games (``bench=True`` workers) for ``warmup_s``, then a measured window of ``seconds``."""
+        self.start()
+        try:
+            self._bench_serve(warmup_s)
+            c0, s0, t0 = self.counters(), dict(vars(self.stats)), time.perf_counter()
+            self._bench_serve(seconds)
+            c1, s1, elapsed = self.counters(), dict(vars(self.stats)), time.perf_counter() - t0
+        finally:
+            self.shutdown()
+        batches = s1["batches"] - s0["batches"]
+        evaluations = s1["evaluations"] - s0["evaluations"]
+        return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
+                "evaluations": evaluations, "batches": batches, "max_batch": self.max_batch,
+                "t_network": s1["t_network"] - s0["t_network"],
+                "torch_in_workers": any(w.torch_imported for w in self.workers)}
+
+    def _bench_serve(self, seconds: float) -> None:
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            for w, msg in self._serve_once(0.1):
+                if msg[0] == "hello":
+                    w.pid, w.torch_imported = msg[1], msg[2]
+                elif msg[0] == "error":
+                    w.error = (msg[1], msg[2])
+                elif msg[0] == "died":
+                    raise AzhpcError(f"search worker {w.index} (pid {w.pid}) ended during the benchmark: "
+                                     f"{w.error[0] if w.error else f'exit code {w.process.exitcode}'}")
