@@ -36,7 +36,7 @@ class SelfPlayBench:
     positions: int
     positions_per_s: float
     mean_batch: float
-    batch_fill: float  # mean batch / the largest batch the search can form
+    batch_fill: float  # mean batch / the largest batch the search can form (one pipeline half per process)
     raw_evaluations_per_s: float
     ratio: float  # evaluations_per_s / raw_evaluations_per_s
     cpu_us_per_simulation_outside_network: float | None  # the rest: single-process only (the workers' clocks
@@ -138,7 +138,7 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         simulations=d["simulations"], simulations_per_s=d["simulations"] / elapsed,
         evaluations=d["evaluations"], evaluations_per_s=evals_per_s,
         positions=positions, positions_per_s=positions / elapsed, mean_batch=mean_batch,
-        batch_fill=mean_batch / cfg.selfplay.games_in_flight,
+        batch_fill=mean_batch / engine._width[0],
         raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
         cpu_us_per_simulation_outside_network=1e6 * outside / max(d["simulations"], 1),
         share_network=d["t_network"] / max(measured, 1e-9), share_rules=d["t_rules"] / max(measured, 1e-9),
@@ -167,7 +167,7 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
         config=config_name, device=device, games_in_flight=cfg.selfplay.games_in_flight, workers=workers,
         seconds=elapsed, simulations=r["simulations"], simulations_per_s=r["simulations"] / elapsed,
         evaluations=r["evaluations"], evaluations_per_s=evals_per_s, positions=r["positions"],
-        positions_per_s=r["positions"] / elapsed, mean_batch=mean_batch, batch_fill=mean_batch / r["max_batch"],
+        positions_per_s=r["positions"] / elapsed, mean_batch=mean_batch, batch_fill=mean_batch / r["most_rows"],
         raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
         cpu_us_per_simulation_outside_network=None, share_network=None, share_rules=None, share_tree=None,
         share_encoding=None, shard_io_s=None, bytes_per_position=None,

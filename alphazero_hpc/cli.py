@@ -254,32 +254,51 @@ def bench() -> None:
 @click.option("--device", default="auto", show_default=True)
 @click.option("--workers", default="0", show_default=True, metavar="K[,K...]",
               help="Search processes sharing the network (0: one process does both); a list measures each in turn.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Measure the --workers values this many times, alternating; each value's median run is shown.")
+@click.option("--evaluator", type=click.Choice(["network", "uniform"]), default="network", show_default=True,
+              help="uniform: a free evaluator (no network), to measure the search and the transport alone.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, workers: str,
-                       as_json: bool) -> None:
+                       repeat: int, evaluator: str, as_json: bool) -> None:
     """Self-play speed against the raw network at the same batch size, in one run.
 
-    With several --workers values the runs follow each other in this process and the last lines compare their
-    simulations/s with the first value's.
+    With several --workers values the runs follow each other in this process (with --repeat, alternating, so
+    that a shared machine's drift hits every value alike) and the last lines compare their simulations/s with
+    the first value's.
     """
     from .bench import bench_selfplay
     from .config import load_config
 
     try:
-        ks = [int(k) for k in workers.split(",")]
+        ks = list(dict.fromkeys(int(k) for k in workers.split(",")))
         if min(ks) < 0:
             raise ValueError
     except ValueError:
         raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--workers")
     cfg = load_config(config_path, overrides)
-    results = [bench_selfplay(cfg, str(config_path), device, seconds, workers=k) for k in ks]
+    ev = None
+    if evaluator == "uniform":
+        from .evaluators import UniformEvaluator
+
+        ev = UniformEvaluator(cfg.model.history)
+    runs: dict[int, list] = {k: [] for k in ks}
+    for _ in range(repeat):
+        for k in ks:
+            runs[k].append(bench_selfplay(cfg, str(config_path), device, seconds, workers=k, evaluator=ev))
+    results = [sorted(runs[k], key=lambda r: r.simulations_per_s)[(repeat - 1) // 2] for k in ks]
     speedup = {str(r.workers): r.simulations_per_s / results[0].simulations_per_s for r in results}
     if as_json:
-        out = results[0].to_dict() if len(results) == 1 else {"runs": [r.to_dict() for r in results],
-                                                              f"simulations_per_s_over_workers_{ks[0]}": speedup}
+        out = results[0].to_dict() if len(results) == 1 and repeat == 1 else {
+            "medians": [r.to_dict() for r in results], f"simulations_per_s_over_workers_{ks[0]}": speedup,
+            "simulations_per_s_every_run": {str(k): [r.simulations_per_s for r in runs[k]] for k in ks}}
         click.echo(json.dumps(out, indent=1))
         return
     click.echo("\n\n".join(r.render() for r in results))
+    if repeat > 1:
+        click.echo("")
+        for k in ks:
+            click.echo(f"simulations/s, {k} workers, every run: " + ", ".join(f"{r.simulations_per_s:.0f}" for r in runs[k]))
     if len(results) > 1:
         click.echo("")
         for r in results[1:]:

@@ -79,7 +79,8 @@ class SelfPlayConfig:
 
     games_per_generation: int = 32  # games of one generation, over all self-play tasks
     games_per_shard: int = 8  # games in one HDF5 shard (the unit of resume)
-    games_in_flight: int = 16  # games one process plays at once; their leaves form the network batches
+    games_in_flight: int = 16  # games one search process plays at once (each of search_workers, or the task itself);
+                               # their leaves form the network batches
     pipeline: bool = False  # two halves of the games take turns, one half's network call overlapping the other's
                             # search: pays off when the network runs on a GPU; on CPU cores it is a wash
     max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -23,7 +25,8 @@ def pick_device(requested: str = "auto") -> torch.device:
 class TorchEvaluator:
     """Batched inference: float32 planes in, policy logits and a scalar value (win - loss) out.
 
-    On CUDA the batch is copied through a pinned buffer and run under bf16 autocast.
+    On CUDA the batch is copied through a pinned buffer and run under bf16 autocast. On CPU,
+    ``AZHPC_TORCH_THREADS`` sets torch's thread count (search workers share the cores with it).
     """
 
     def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", autocast: bool | None = None) -> None:
@@ -31,6 +34,8 @@ class TorchEvaluator:
         self.model = model.to(self.device).eval()
         self.history = model.cfg.history
         self.autocast = (self.device.type == "cuda") if autocast is None else autocast
+        if self.device.type == "cpu" and os.environ.get("AZHPC_TORCH_THREADS", "").isdigit():
+            torch.set_num_threads(max(1, int(os.environ["AZHPC_TORCH_THREADS"])))
 
     @torch.inference_mode()
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -200,6 +200,8 @@ class SearchPool:
         self.generation, self.task, self.k = generation, task, workers
         sp = cfg.selfplay
         self.max_batch = sp.server_max_batch or workers * sp.games_in_flight
+        # the most rows the workers can ask for at once (with the pipeline each asks for one half at a time)
+        self.most_rows = min(self.max_batch, workers * (sp.games_in_flight - sp.games_in_flight // 2 if sp.pipeline else sp.games_in_flight))
         self.max_wait = sp.server_max_wait_ms / 1000.0
         self.ctx = mp.get_context("spawn")
         self.stop = self.ctx.Event()
@@ -409,7 +411,7 @@ class SearchPool:
         batches = s1["batches"] - s0["batches"]
         evaluations = s1["evaluations"] - s0["evaluations"]
         return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
-                "evaluations": evaluations, "batches": batches, "max_batch": self.max_batch,
+                "evaluations": evaluations, "batches": batches, "most_rows": self.most_rows,
                 "t_network": s1["t_network"] - s0["t_network"],
                 "torch_in_workers": any(w.torch_imported for w in self.workers)}
 

@@ -117,7 +117,6 @@ def game_pgn(record: GameRecord, event: str) -> str:
 
 def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) -> tuple[Evaluator, str]:
     """Load the generation's network on ``device``; generation 0 first writes the seeded random net."""
-    import torch
 
     from .checkpoint import ensure_initial_checkpoint, file_digest, load_model
     from .inference import TorchEvaluator, pick_device
@@ -127,8 +126,6 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
         ensure_initial_checkpoint(model_path, cfg.model, cfg.run.seed)
     model, _ = load_model(model_path, expect=cfg.model)
     dev = pick_device(device)
-    if dev.type == "cpu" and "AZHPC_TORCH_THREADS" in os.environ:
-        torch.set_num_threads(int(os.environ["AZHPC_TORCH_THREADS"]))
     return TorchEvaluator(model, dev), file_digest(model_path)
 
 

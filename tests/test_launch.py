@@ -220,7 +220,7 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slow
 def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
     run = tmp_path / "sl2"
-    record = launch_slurm(run, 2)
+    record = launch_slurm(run, 2, "--set", "selfplay.search_workers=2")  # spawned under submitit's srun step
     st = wait_for_run(run, 540)
     for g in range(2):
         arrays = [j for j in record["jobs"] if j["generation"] == g and j["stage"] == "selfplay"]
@@ -229,6 +229,7 @@ def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
         for t in range(4):
             p = json.loads((run / "selfplay" / f"gen-{g:04d}" / "progress" / f"task-{t:04d}.json").read_text())
             assert p["slurm_job_id"] == arrays[0]["job_id"] and p["cuda_visible_devices"] != ""
+            assert p["search_workers"] == 2 and len(p["search_worker_pids"]) == 2 and p["search_worker_restarts"] == 0
             seen.add((p["node"], p["cuda_visible_devices"]))
         assert len(seen) == 4, f"tasks shared a GPU: {seen}"
         metrics = [json.loads(x) for x in (run / "train" / f"gen-{g + 1:04d}" / "metrics.jsonl").read_text().splitlines()]
