@@ -10,7 +10,7 @@ from alphazero_hpc.evaluators import UniformEvaluator
 from alphazero_hpc.paths import RunPaths
 from alphazero_hpc.worker import run_selfplay_task
 
-from .conftest import TINY, need_root, run_cli
+from .conftest import need_root, run_cli
 from .test_worker import FAST
 
 

@@ -1,5 +1,4 @@
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from alphazero_hpc.paths import RunPaths
 from alphazero_hpc.shards import read_shard
 from alphazero_hpc.worker import run_selfplay_task
 
-from .conftest import TINY, run_cli
+from .conftest import run_cli
 
 FAST = ["selfplay.games_per_generation=12", "selfplay.games_per_shard=2", "selfplay.games_in_flight=3",
         "selfplay.max_plies=30", "mcts.simulations=8", "mcts.fast_simulations=2", "model.history=2"]
