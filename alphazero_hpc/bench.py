@@ -19,7 +19,7 @@ import numpy as np
 
 from .config import Config
 from .encoding import num_planes
-from .selfplay import GameSpec, SelfPlayEngine
+from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
 
 @dataclass
@@ -138,7 +138,7 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         simulations=d["simulations"], simulations_per_s=d["simulations"] / elapsed,
         evaluations=d["evaluations"], evaluations_per_s=evals_per_s,
         positions=positions, positions_per_s=positions / elapsed, mean_batch=mean_batch,
-        batch_fill=mean_batch / engine._width[0],
+        batch_fill=mean_batch / group_widths(cfg.selfplay.games_in_flight, cfg.selfplay.pipeline)[0],
         raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
         cpu_us_per_simulation_outside_network=1e6 * outside / max(d["simulations"], 1),
         share_network=d["t_network"] / max(measured, 1e-9), share_rules=d["t_rules"] / max(measured, 1e-9),
@@ -152,10 +152,9 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
     """The search pool: ``workers`` spawned search processes, this process serving the network."""
     from .paths import RunPaths
     from .searchpool import SearchPool
-    from .worker import plan_task
 
     with tempfile.TemporaryDirectory() as tmp:
-        pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, plan_task(cfg, 0, 1), {}, workers, bench=True)
+        pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, {}, workers, bench=True)
         r = pool.bench(seconds, warmup_s)
     if r["torch_in_workers"]:
         print("warning: torch was imported in a search worker (it must never touch CUDA)")

@@ -5,7 +5,7 @@ task's process owns the network (and the CUDA context) and serves it; ``K`` sear
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and a few counters. A request
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and two counters. A request
 is the 4-byte row count sent on the worker's evaluation pipe, the answer the same 4 bytes back; no array is
 ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. It runs one network batch
@@ -40,8 +40,9 @@ from .errors import AzhpcError
 from .mcts import Evaluator
 from .paths import RunPaths
 from .preempt import Stop, ignore_stop_signals
+from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
-_COUNTERS = 4  # simulations, positions recorded, games finished, network rows asked for
+_COUNTERS = 2  # simulations, positions recorded
 
 
 class Slot:
@@ -79,7 +80,6 @@ class RemoteEvaluator:
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(planes)
         self.slot.planes[:n] = planes
-        self.slot.counters[3] += n
         try:
             self.conn.send_bytes(n.to_bytes(4, "little"))
             self.conn.recv_bytes(4)
@@ -118,7 +118,6 @@ def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Conne
 
 
 def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection, stop: Any) -> None:
-    from .selfplay import GameSpec, SelfPlayEngine
     from .worker import game_specs, plan_task, write_complete_shard
 
     cfg = args.cfg
@@ -144,7 +143,6 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
     try:
         while engine.busy and not stop.is_set():
             for record in engine.step():
-                slot.counters[2] += 1
                 if args.bench:
                     continue
                 shard = record.spec.shard
@@ -187,7 +185,6 @@ class _Worker:
 class ServerStats:
     batches: int = 0
     evaluations: int = 0
-    t_network: float = 0.0
     restarts: int = 0
 
 
@@ -195,13 +192,13 @@ class SearchPool:
     """The server side of one self-play task: spawns the workers, serves the network, keeps progress."""
 
     def __init__(self, evaluator: Evaluator, cfg: Config, paths: RunPaths, generation: int, task: int,
-                 plan: Any, attrs: dict, workers: int, num_tasks: int = 1, bench: bool = False) -> None:
-        self.evaluator, self.cfg, self.paths, self.plan = evaluator, cfg, paths, plan
+                 attrs: dict, workers: int, num_tasks: int = 1, bench: bool = False) -> None:
+        self.evaluator, self.cfg, self.paths = evaluator, cfg, paths
         self.generation, self.task, self.k = generation, task, workers
         sp = cfg.selfplay
         self.max_batch = sp.server_max_batch or workers * sp.games_in_flight
         # the most rows the workers can ask for at once (with the pipeline each asks for one half at a time)
-        self.most_rows = min(self.max_batch, workers * (sp.games_in_flight - sp.games_in_flight // 2 if sp.pipeline else sp.games_in_flight))
+        self.most_rows = min(self.max_batch, workers * group_widths(sp.games_in_flight, sp.pipeline)[0])
         self.max_wait = sp.server_max_wait_ms / 1000.0
         self.ctx = mp.get_context("spawn")
         self.stop = self.ctx.Event()
@@ -250,7 +247,8 @@ class SearchPool:
 
     # -- serving -------------------------------------------------------------------------------------
     def _serve_once(self, timeout: float) -> list[tuple[_Worker, Any]]:
-        """Wait up to ``timeout`` for requests; run a batch when the policy says so. Returns control messages."""
+        """Wait up to ``timeout`` for requests; run a batch when the policy says so. Returns control messages
+        (what a worker says about itself, hello, error and exit, is already noted on it)."""
         objs: dict[Any, tuple[str, _Worker]] = {}
         for w in self.live():
             objs[w.eval_conn] = ("eval", w)
@@ -275,6 +273,13 @@ class SearchPool:
                 messages.extend((w, m) for m in _drain(w.ctl))
                 if kind == "exit":
                     messages.append((w, ("died",)))
+        for w, msg in messages:  # what a worker says about itself
+            if msg[0] == "hello":
+                w.pid, w.torch_imported = msg[1], msg[2]
+            elif msg[0] == "error":
+                w.error = (msg[1], msg[2])
+            elif msg[0] == "exit":
+                w.exited = msg[1]
         if self._batch_ready():
             self._run_batch()
         return messages
@@ -295,9 +300,7 @@ class SearchPool:
             rows += n
         for index, offset, n in take:
             self.staging[offset:offset + n] = self.slots[index].planes[:n]
-        t0 = time.perf_counter()
         logits, values = self.evaluator.evaluate(self.staging[:rows])
-        self.stats.t_network += time.perf_counter() - t0
         self.stats.batches += 1
         self.stats.evaluations += rows
         by_index = {w.index: w for w in self.live()}
@@ -316,7 +319,7 @@ class SearchPool:
             self.first_request = time.monotonic()
 
     def counters(self) -> np.ndarray:
-        """Simulations, positions, games and rows asked for, summed over all workers (live and replaced)."""
+        """Simulations and positions of the workers now running, summed (a replacement starts from zero)."""
         return sum((s.counters.copy() for s in self.slots), np.zeros(_COUNTERS))
 
     # -- a task --------------------------------------------------------------------------------------
@@ -338,7 +341,6 @@ class SearchPool:
                 for w, msg in self._serve_once(0.5):
                     kind = msg[0]
                     if kind == "hello":
-                        w.pid, w.torch_imported = msg[1], msg[2]
                         progress.search_worker_pids = [x.pid for x in self.live()]
                         last_write = 0.0
                     elif kind == "next":
@@ -355,10 +357,6 @@ class SearchPool:
                         w.shards = tuple(s for s in w.shards if s != msg[1])
                         count_shard(progress, msg[2])
                         last_write = 0.0
-                    elif kind == "exit":
-                        w.exited = msg[1]
-                    elif kind == "error":
-                        w.error = (msg[1], msg[2])
                     elif kind == "died":
                         queue = self._buried(w, queue)
                         progress.search_worker_restarts = self.stats.restarts
@@ -412,17 +410,12 @@ class SearchPool:
         evaluations = s1["evaluations"] - s0["evaluations"]
         return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
                 "evaluations": evaluations, "batches": batches, "most_rows": self.most_rows,
-                "t_network": s1["t_network"] - s0["t_network"],
                 "torch_in_workers": any(w.torch_imported for w in self.workers)}
 
     def _bench_serve(self, seconds: float) -> None:
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
             for w, msg in self._serve_once(0.1):
-                if msg[0] == "hello":
-                    w.pid, w.torch_imported = msg[1], msg[2]
-                elif msg[0] == "error":
-                    w.error = (msg[1], msg[2])
-                elif msg[0] == "died":
+                if msg[0] == "died":
                     raise AzhpcError(f"search worker {w.index} (pid {w.pid}) ended during the benchmark: "
                                      f"{w.error[0] if w.error else f'exit code {w.process.exitcode}'}")

@@ -87,6 +87,11 @@ class _Game:
     turns_rec: list[bool] = field(default_factory=list)
 
 
+def group_widths(games_in_flight: int, pipeline: bool) -> tuple[int, int]:
+    """Games in each of the two groups; a group's leaves are one network request (one group without pipeline)."""
+    return (games_in_flight - games_in_flight // 2, games_in_flight // 2) if pipeline else (games_in_flight, 0)
+
+
 class SelfPlayEngine:
     def __init__(self, evaluator: Evaluator, cfg: Config) -> None:
         self.cfg = cfg
@@ -96,8 +101,7 @@ class SelfPlayEngine:
         self.search = BatchedSearch(self.forest, evaluator, cfg.mcts, cfg.model.history)
         self._compact_at = 50_000
         self.pipeline = cfg.selfplay.pipeline
-        width = cfg.selfplay.games_in_flight
-        self._width = (width - width // 2, width // 2) if self.pipeline else (width, 0)
+        self._width = group_widths(cfg.selfplay.games_in_flight, self.pipeline)
         self.groups: tuple[list[_Game], list[_Game]] = ([], [])
         self._turn = 0
         self._inflight: tuple | None = None

@@ -222,7 +222,7 @@ def run_selfplay_task(
         if k:
             from .searchpool import SearchPool
 
-            SearchPool(evaluator, cfg, paths, generation, task, plan, attrs, k, num_tasks).run(missing, pacer, pf)
+            SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
         else:
             _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
         left = plan.shards - len(paths.complete_shards(generation, task))

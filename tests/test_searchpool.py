@@ -18,7 +18,7 @@ from alphazero_hpc.paths import RunPaths
 from alphazero_hpc.progress import read_progress
 from alphazero_hpc.searchpool import SearchPool
 from alphazero_hpc.shards import read_shard
-from alphazero_hpc.worker import plan_task, run_selfplay_task, search_workers
+from alphazero_hpc.worker import run_selfplay_task, search_workers
 
 from .conftest import ROOT, TINY
 
@@ -57,7 +57,7 @@ def test_workers_play_the_same_games_as_one_process(tmp_path):
 
 def test_server_merges_workers_leaves_and_workers_never_import_torch(tmp_path):
     cfg = load_config(TINY, ["selfplay.games_in_flight=8"])
-    pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, plan_task(cfg, 0, 1), {}, 2, bench=True)
+    pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, {}, 2, bench=True)
     r = pool.bench(seconds=2.0, warmup_s=1.0)
     assert r["evaluations"] > 0 and r["simulations"] > 0
     assert r["evaluations"] / r["batches"] > 8  # one worker's leaves fill at most 8 rows: batches were merged
