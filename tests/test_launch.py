@@ -167,12 +167,20 @@ def launch_slurm(run: Path, nodes: int, *extra: str, generations: int = 2) -> di
     return json.loads((run / "launch.json").read_text())
 
 
+LIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "COMPLETING", "CONFIGURING",
+               "SUSPENDED", "RESIZING"}
+
+
 def still_queued(job_ids: set[str], timeout: float) -> list[str]:
-    """Wait until squeue lists none of the jobs (or their array elements); what is left after ``timeout``."""
+    """Wait until neither squeue nor sacct has any of the jobs (or their array elements) alive; what is left
+    after ``timeout``. Both: a job being requeued can be missing from squeue for a moment while sacct still
+    says RUNNING."""
     deadline = time.time() + timeout
     while True:
         queued = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True).stdout.split()
         left = [j for j in queued if j.split("_")[0] in job_ids]
+        if not left:
+            left = [j for j, state in sacct_states(sorted(job_ids)).items() if state in LIVE_STATES]
         if not left or time.time() > deadline:
             return left
         time.sleep(1)
@@ -380,7 +388,7 @@ def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path)
     # USR2 to the training job's processes (as before its time limit): the ranks save, the job requeues itself.
     wait_for_metrics(run, 0, 3)
     subprocess.run(["scancel", "--signal=USR2", tr], check=True)
-    still_queued({sp, tr}, 300)
+    assert not still_queued({sp, tr}, 300)
     states = sacct_states([sp, tr])
     assert states == {f"{sp}_0": "COMPLETED", f"{sp}_1": "COMPLETED", tr: "COMPLETED"}, states
     metrics = [json.loads(x) for x in (run / "train" / "gen-0001" / "metrics.jsonl").read_text().splitlines()]
