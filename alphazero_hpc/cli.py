@@ -242,6 +242,68 @@ def doctor(run_dir: Path) -> None:
         click.echo(f"[{'ok' if c.ok else '--'}] {c.name:14s} {c.detail}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--generation", type=click.IntRange(min=0), required=True, help="Generation whose network (models/gen-G.pt) plays.")
+@click.option("--opponent", "opponents", multiple=True,
+              help="previous, gen:K, random, greedy, stockfish[:skill=S][,nodes=N][,depth=D]; repeatable [eval.opponents].")
+@click.option("--games", type=click.IntRange(min=1), help="Games per opponent [eval.games].")
+@click.option("--simulations", type=click.IntRange(min=1), help="Simulations per move of the network(s) [eval.simulations, else mcts.simulations].")
+@click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
+@click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of random/greedy players and random openings.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
+@click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
+@click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
+def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
+             openings: str | None, max_plies: int | None, seed: int, device: str, stockfish_path: str | None, quiet: bool) -> None:
+    """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
+
+    Each match is appended to RUN/eval/ledger.jsonl and its games saved as PGN under RUN/eval/. A match already
+    in the ledger (same players, games, simulations, openings, seed) is shown, not played again.
+    """
+    from .config import split_opponents
+    from .evaluate.runner import describe
+    from .evaluate.runner import evaluate as run_match
+    from .paths import RunPaths
+    from .run import read_run_config
+
+    cfg = read_run_config(RunPaths(run_dir))
+    failed = []
+    for spec in opponents or split_opponents(cfg.eval.opponents):
+        try:
+            entry, played = run_match(run_dir, cfg, generation, spec, games, simulations, openings, seed, max_plies,
+                                      device, stockfish_path, echo=(lambda s: None) if quiet else click.echo)
+        except AzhpcError as exc:  # one opponent failing (stockfish missing) does not stop the others
+            click.echo(f"azhpc: {exc}", err=True)
+            failed.append(spec)
+            continue
+        click.echo(describe(entry) + ("" if played else "  (already in the ledger)"))
+    if failed:
+        raise click.ClickException(f"{len(failed)} of the opponents could not be played: {', '.join(failed)}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--anchor", default="random", show_default=True, help="Player pinned at Elo 0.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def elo(run_dir: Path, anchor: str, as_json: bool) -> None:
+    """Ratings of every evaluated generation and opponent of a run, with 95% intervals (RUN/eval/ratings.json)."""
+    from .evaluate.ladder import run_ladder
+
+    table, entries = run_ladder(run_dir, anchor)
+    if as_json:
+        click.echo(json.dumps({"anchor": anchor, "ratings": [r.__dict__ for r in table]}, indent=1))
+        return
+    click.echo(f"{'player':<28} {'Elo':>7}  {'95% interval':>17}  {'games':>6}")
+    for r in table:
+        if r.elo is None:
+            click.echo(f"{r.name:<28} {'?':>7}  {'(no path to ' + anchor + ')':>17}  {r.games:>6}")
+        else:
+            click.echo(f"{r.name:<28} {r.elo:>+7.0f}  [{r.low:>+6.0f}, {r.high:>+6.0f}]  {r.games:>6}")
+    click.echo(f"{len(entries)} matches; {anchor} = 0; ratings are relative to it (a ladder, not FIDE Elo)")
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print their figures."""

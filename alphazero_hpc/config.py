@@ -83,7 +83,10 @@ class SelfPlayConfig:
                                # their leaves form the network batches
     pipeline: bool = False  # two halves of the games take turns, one half's network call overlapping the other's
                             # search: pays off when the network runs on a GPU; on CPU cores it is a wash
-    max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw
+    max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw ...
+    adjudicate_material: int = 0  # ... unless a side is ahead by at least this much material (pawn 1, knight and
+                                  # bishop 3, rook 5, queen 9): then it wins. 0: always a draw (AlphaZero). Gives
+                                  # small runs whose games mostly reach max_plies a value target (docs/evaluation.md)
     temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
     temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`
     final_temperature: float = 0.0  # 0 plays the most visited move
@@ -106,6 +109,7 @@ class SelfPlayConfig:
         _check(self.games_per_shard >= 1, "selfplay.games_per_shard", "must be >= 1")
         _check(self.games_in_flight >= 1, "selfplay.games_in_flight", "must be >= 1")
         _check(self.max_plies >= 2, "selfplay.max_plies", "must be >= 2")
+        _check(self.adjudicate_material >= 0, "selfplay.adjudicate_material", "must be >= 0 (0: max_plies is a draw)")
         _check(self.temperature >= 0 and self.final_temperature >= 0, "selfplay.temperature", "must be >= 0")
         _check(self.temperature_plies >= 0, "selfplay.temperature_plies", "must be >= 0")
         _check(-1.0 <= self.resign_threshold <= 1.0, "selfplay.resign_threshold", "must be in [-1, 1]")
@@ -185,6 +189,50 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation matches: ``azhpc evaluate`` defaults, and the optional stage of ``azhpc launch``."""
+
+    enabled: bool = False  # azhpc launch evaluates each trained network in a job after its training job
+    opponents: str = "previous,random"  # comma list of: previous, gen:K, random, greedy,
+                                        # stockfish[:skill=S][,nodes=N][,depth=D] (stockfish options after ':')
+    games: int = 20  # games per opponent; each opening is played with both colours
+    simulations: int = 0  # simulations per move of the network(s); 0: mcts.simulations
+    max_plies: int = 400  # a game still going after this many plies is a draw
+    openings: str = "book"  # book (the shipped balanced set) or random:K (K random plies per opening, seeded)
+    parallel: int = 64  # games played at once; the network searches all of them in shared batches
+    time_min: int = 30  # time limit of an evaluation job, minutes
+
+    def __post_init__(self) -> None:
+        _check(self.games >= 1, "eval.games", "must be >= 1")
+        _check(self.simulations >= 0, "eval.simulations", "must be >= 0 (0: mcts.simulations)")
+        _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
+        _check(self.parallel >= 1, "eval.parallel", "must be >= 1")
+        _check(self.time_min >= 1, "eval.time_min", "must be >= 1")
+        _check(self.openings == "book" or bool(re.fullmatch(r"random:([1-9]|[1-3][0-9]|40)", self.openings)),
+               "eval.openings", "must be 'book' or 'random:K' with K in 1..40")
+        for spec in split_opponents(self.opponents):
+            _check(bool(_OPPONENT.fullmatch(spec)), "eval.opponents",
+                   f"'{spec}' is not one of previous, gen:K, random, greedy, stockfish[:skill=S][,nodes=N][,depth=D]")
+
+
+_OPPONENT = re.compile(r"previous|random|greedy|gen:\d+|stockfish(:((skill|nodes|depth)=\d+)(,(skill|nodes|depth)=\d+)*)?")
+
+
+def split_opponents(text: str) -> list[str]:
+    """'previous,random,stockfish:skill=1,nodes=500' -> ['previous', 'random', 'stockfish:skill=1,nodes=500']:
+    a part with '=' but no kind continues the Stockfish options before it."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if out and "=" in part and ":" not in part and out[-1].startswith("stockfish:"):
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Identity of a run."""
 
@@ -203,6 +251,7 @@ class Config:
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

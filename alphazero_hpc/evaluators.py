@@ -5,11 +5,23 @@ They read the same input planes a network reads, so the search code path is the 
 
 from __future__ import annotations
 
+import chess
 import numpy as np
 
 from .encoding import NUM_MOVES
 
 PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
+_POINTS = ((chess.PAWN, 1), (chess.KNIGHT, 3), (chess.BISHOP, 3), (chess.ROOK, 5), (chess.QUEEN, 9))
+
+
+def material_balance(board: chess.Board) -> int:
+    """White's material minus Black's in pawns (P 1, N 3, B 3, R 5, Q 9)."""
+    white, black = board.occupied_co[chess.WHITE], board.occupied_co[chess.BLACK]
+    total = 0
+    for piece, points in _POINTS:
+        bb = board.pieces_mask(piece, chess.WHITE) | board.pieces_mask(piece, chess.BLACK)
+        total += points * (chess.popcount(bb & white) - chess.popcount(bb & black))
+    return total
 
 
 class UniformEvaluator:

@@ -8,6 +8,8 @@
     RUN/selfplay/gen-0003/progress/task-0001.json       live progress of the task
     RUN/train/gen-0004/                                 training that writes models/gen-0004.pt
     RUN/train/gen-0004/progress.json                    that training job's status, attempt and error
+    RUN/eval/ledger.jsonl                               one line per evaluation match (azhpc evaluate)
+    RUN/eval/gen-0003/vs-random-s0.pgn                  that match's games
     RUN/launch.json                                     how the run was launched, every job id (azhpc launch)
     RUN/logs/                                           job logs (submitit, local stage processes)
 """
@@ -59,6 +61,17 @@ class RunPaths:
 
     def train_progress(self, generation: int) -> Path:
         return self.train_dir(generation) / "progress.json"
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def ledger(self) -> Path:
+        return self.eval_dir / "ledger.jsonl"
+
+    def eval_pgn(self, generation: int, name: str) -> Path:
+        return self.eval_dir / f"gen-{generation:04d}" / f"{name}.pgn"
 
     @property
     def launch_record(self) -> Path:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .config import Config
 from .encoding import PositionBatch, batch_from_chains, move_indices
+from .evaluators import material_balance
 from .mcts import BatchedSearch, Evaluator, Forest, Rules
 
 
@@ -291,7 +292,12 @@ class SelfPlayEngine:
         term = f.terminal_value(g.root)
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
-            return self._finish(g, result=int(round(term)) * side, termination=self._termination(g))
+            result, termination = int(round(term)) * side, self._termination(g)
+            if termination == "max plies" and sp.adjudicate_material > 0:
+                balance = material_balance(g.board)
+                if abs(balance) >= sp.adjudicate_material:
+                    result, termination = (1 if balance > 0 else -1), "material adjudication"
+            return self._finish(g, result=result, termination=termination)
         self._begin_move(g)
         return None
 

@@ -1,0 +1,1 @@
+"""Evaluation: matches against other generations, random, greedy and Stockfish; Elo and its uncertainty."""

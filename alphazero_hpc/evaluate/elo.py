@@ -1,0 +1,195 @@
+"""Elo from match results: a match's score, its 95% interval and likelihood of superiority, and a ladder fit.
+
+A match of W wins, D draws and L losses scores mu = (W + D/2) / N. Its Elo difference is the logistic
+inverse ``-400 log10(1/mu - 1)``. The interval is the normal approximation on the score with the
+per-game (trinomial) variance, mapped through the same function, as cutechess and fishtest report it.
+When every game had the same result that variance is zero; the interval then falls back to Wilson's
+score interval, which stays finite and does not collapse to a point. The likelihood of superiority is
+``Phi((W - L) / sqrt(W + L))`` (draws carry no information about who is stronger).
+
+The ladder (``fit_ratings``) is the maximum-likelihood logistic model over all matches, draws counted
+as half a point, with one virtual draw per pair that met (so a perfect score gives a finite rating), one
+player pinned at 0, and intervals from the inverse Hessian.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+_K = math.log(10.0) / 400.0  # Elo points to natural logistic units
+
+
+def elo_from_score(score: float) -> float:
+    """Elo difference whose expected score is ``score`` (+-inf at 1 and 0)."""
+    if score >= 1.0:
+        return math.inf
+    if score <= 0.0:
+        return -math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+def expected_score(elo_diff: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** (-elo_diff / 400.0))
+
+
+@dataclass(frozen=True)
+class MatchScore:
+    """W/D/L of one player against another, from the first player's side."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    def __post_init__(self) -> None:
+        if min(self.wins, self.draws, self.losses) < 0:
+            raise ValueError("wins, draws and losses must be >= 0")
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else 0.5
+
+    @property
+    def elo(self) -> float:
+        return elo_from_score(self.score)
+
+    def score_interval(self, z: float = Z95) -> tuple[float, float]:
+        n, mu = self.games, self.score
+        if n == 0:
+            return 0.0, 1.0
+        var = (self.wins * (1 - mu) ** 2 + self.draws * (0.5 - mu) ** 2 + self.losses * mu**2) / n
+        if var > 0:
+            half = z * math.sqrt(var / n)
+            return max(0.0, mu - half), min(1.0, mu + half)
+        # Every game the same result: Wilson's interval for a proportion mu of n.
+        centre = (mu + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(mu * (1 - mu) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return (0.0 if mu == 0 else centre - half), (1.0 if mu == 1 else centre + half)
+
+    def elo_interval(self, z: float = Z95) -> tuple[float, float]:
+        lo, hi = self.score_interval(z)
+        return elo_from_score(lo), elo_from_score(hi)
+
+    @property
+    def los(self) -> float:
+        """Likelihood of superiority: probability that the first player is the stronger one."""
+        decisive = self.wins + self.losses
+        if decisive == 0:
+            return 0.5
+        return 0.5 * (1.0 + math.erf((self.wins - self.losses) / math.sqrt(2.0 * decisive)))
+
+    def summary(self) -> dict[str, float | int | None]:
+        lo, hi = self.elo_interval()
+        return {"wins": self.wins, "draws": self.draws, "losses": self.losses, "games": self.games,
+                "score": round(self.score, 4), "elo": _finite(self.elo), "elo_low": _finite(lo),
+                "elo_high": _finite(hi), "los": round(self.los, 4)}
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an unbounded Elo is stored as null (the score says which way)."""
+    return round(x, 1) if math.isfinite(x) else None
+
+
+def format_elo(x: float | None, score: float) -> str:
+    if x is None:
+        return "+inf" if score >= 0.5 else "-inf"
+    return f"{x:+.0f}"
+
+
+@dataclass(frozen=True)
+class Rating:
+    name: str
+    elo: float | None  # None: not connected to the anchor by any chain of matches
+    low: float | None
+    high: float | None
+    games: int
+
+
+def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
+                anchor_elo: float = 0.0, prior_draws: float = 1.0, z: float = Z95) -> dict[str, Rating]:
+    """Ratings of every player in ``matches`` (first player, second player, first player's W/D/L).
+
+    ``anchor`` is pinned at ``anchor_elo``; intervals are relative to it. Players with no chain of
+    matches to the anchor get ``elo=None``.
+    """
+    pts: dict[tuple[str, str], float] = {}
+    games: dict[tuple[str, str], float] = {}
+    played: dict[str, int] = {}
+    for a, b, s in matches:
+        if a == b or s.games == 0:
+            continue
+        key = (a, b) if a < b else (b, a)
+        first_points = s.wins + 0.5 * s.draws if key[0] == a else s.losses + 0.5 * s.draws
+        pts[key] = pts.get(key, 0.0) + first_points
+        games[key] = games.get(key, 0.0) + s.games
+        played[a] = played.get(a, 0) + s.games
+        played[b] = played.get(b, 0) + s.games
+    players = sorted(played)
+    if anchor not in played:
+        return {p: Rating(p, None, None, None, played[p]) for p in players}
+    reach = _connected(anchor, games.keys())
+    free = [p for p in players if p in reach and p != anchor]
+    idx = {p: i for i, p in enumerate(free)}
+    pairs = [(a, b, pts[(a, b)] + 0.5 * prior_draws, games[(a, b)] + prior_draws) for a, b in games if a in reach]
+    r = np.zeros(len(free))  # natural units; the anchor is 0
+
+    def rating(p: str) -> float:
+        return 0.0 if p == anchor else r[idx[p]]
+
+    cov = np.zeros((len(free), len(free)))
+    for _ in range(100):
+        grad = np.zeros(len(free))
+        hess = np.zeros((len(free), len(free)))
+        for a, b, s, n in pairs:
+            e = 1.0 / (1.0 + math.exp(rating(b) - rating(a)))
+            g, h = s - n * e, n * e * (1 - e)
+            for p, sign in ((a, 1.0), (b, -1.0)):
+                if p in idx:
+                    grad[idx[p]] += sign * g
+                    hess[idx[p], idx[p]] += h
+            if a in idx and b in idx:
+                hess[idx[a], idx[b]] -= h
+                hess[idx[b], idx[a]] -= h
+        if not free:
+            break
+        cov = np.linalg.inv(hess)
+        step = cov @ grad
+        r += step
+        if np.abs(step).max() < 1e-10:
+            break
+    out: dict[str, Rating] = {}
+    for p in players:
+        if p not in reach:
+            out[p] = Rating(p, None, None, None, played[p])
+            continue
+        elo = anchor_elo + float(rating(p)) / _K
+        half = 0.0 if p == anchor else z * math.sqrt(float(cov[idx[p], idx[p]])) / _K
+        out[p] = Rating(p, elo, elo - half, elo + half, played[p])
+    return out
+
+
+def _connected(start: str, edges: Iterable[tuple[str, str]]) -> set[str]:
+    adj: dict[str, set[str]] = {}
+    for a, b in edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    seen, todo = {start}, [start]
+    while todo:
+        for q in adj.get(todo.pop(), ()):
+            if q not in seen:
+                seen.add(q)
+                todo.append(q)
+    return seen
+
+
+def ladder_table(ratings: Mapping[str, Rating]) -> list[Rating]:
+    """Ratings strongest first; unconnected players last."""
+    return sorted(ratings.values(), key=lambda r: (r.elo is None, -(r.elo or 0.0), r.name))

@@ -1,0 +1,35 @@
+"""``azhpc elo``: one rating per evaluated player of a run, from every match in its ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import fsutil
+from ..errors import AzhpcError
+from ..paths import RunPaths
+from .elo import MatchScore, Rating, fit_ratings, ladder_table
+from .ledger import read_ledger
+
+
+def run_ladder(run_dir: Path, anchor: str = "random") -> tuple[list[Rating], list[dict[str, Any]]]:
+    """Fit the ladder of a run (``anchor`` at Elo 0) and store it in RUN/eval/ratings.json."""
+    paths = RunPaths(run_dir)
+    entries = read_ledger(paths.ledger)
+    if not entries:
+        raise AzhpcError(f"no evaluations in {paths.ledger}: run azhpc evaluate {run_dir} --generation G --opponent random first")
+    names = {e["player"] for e in entries} | {e["opponent"] for e in entries}
+    if anchor not in names:
+        raise AzhpcError(f"anchor '{anchor}' played no match in {paths.ledger}: evaluate a generation against it, "
+                         f"or pass --anchor with one of {', '.join(sorted(names))}")
+    matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
+    table = ladder_table(fit_ratings(matches, anchor))
+    fsutil.write_json(paths.eval_dir / "ratings.json",
+                      {"anchor": anchor, "matches": len(entries),
+                       "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
+                      doing="writing the ratings")
+    return table, entries
+
+
+def generation_of(name: str) -> int | None:
+    return int(name[4:]) if name.startswith("gen:") else None

@@ -1,0 +1,147 @@
+"""``azhpc evaluate``: one generation's network against one opponent, recorded in the ledger with its PGN."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import fsutil
+from ..config import Config
+from ..errors import AzhpcError, CheckpointError
+from ..mcts import Rules
+from ..paths import RunPaths
+from .elo import MatchScore, format_elo
+from .ledger import append_entry, find_entry
+from .match import openings_from_spec, play_match
+from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer, StockfishPlayer, parse_stockfish, stockfish_name
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    generation: int
+    opponent: str  # canonical ladder name: gen:K, random, greedy, stockfish:...
+    games: int
+    simulations: int
+    openings: str
+    seed: int
+    max_plies: int
+
+    @property
+    def player(self) -> str:
+        return f"gen:{self.generation}"
+
+    @property
+    def key(self) -> str:
+        return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.simulations}|openings={self.openings}"
+                f"|seed={self.seed}|max_plies={self.max_plies}")
+
+    @property
+    def pgn_name(self) -> str:
+        return "vs-" + re.sub(r"[^A-Za-z0-9]+", "-", self.opponent).strip("-") + f"-s{self.seed}"
+
+
+def canonical_opponent(spec: str, generation: int) -> str:
+    """The ladder name of an opponent given on the command line or in eval.opponents."""
+    spec = spec.strip()
+    if spec == "previous":
+        if generation == 0:
+            raise AzhpcError("opponent 'previous': generation 0 has no previous network; use gen:K, random, greedy or stockfish")
+        return f"gen:{generation - 1}"
+    if spec in ("random", "greedy"):
+        return spec
+    if re.fullmatch(r"gen:\d+", spec):
+        return f"gen:{int(spec[4:])}"
+    if spec == "stockfish" or spec.startswith("stockfish:"):
+        return stockfish_name(spec)
+    raise AzhpcError(f"unknown opponent '{spec}': use previous, gen:K, random, greedy or stockfish[:skill=S][,nodes=N][,depth=D]")
+
+
+def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int, rules: Rules, device: str) -> NetPlayer:
+    from ..checkpoint import load_model
+    from ..inference import TorchEvaluator, pick_device
+
+    path = paths.model(generation)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} not found: generation {generation} has not been trained yet "
+                              f"(azhpc status {paths.root} shows which have)")
+    model, _ = load_model(path, expect=cfg.model)
+    return NetPlayer(TorchEvaluator(model, pick_device(device)), cfg.mcts, simulations, rules, f"gen:{generation}")
+
+
+def make_opponent(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
+                  stockfish: str | None) -> Player:
+    seed = plan.seed * 1_000_003 + plan.generation
+    if name == "random":
+        return RandomPlayer(seed)
+    if name == "greedy":
+        return GreedyPlayer(seed)
+    if name.startswith("gen:"):
+        return _net_player(paths, cfg, int(name[4:]), plan.simulations, rules, device)
+    skill, nodes, depth = parse_stockfish(name)
+    return StockfishPlayer(skill, nodes, depth, name, stockfish)
+
+
+def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: int | None = None,
+             simulations: int | None = None, openings: str | None = None, seed: int = 0, max_plies: int | None = None,
+             device: str = "auto", stockfish: str | None = None,
+             echo: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
+    """Play the match unless the ledger has it; returns (its entry, whether it was played now)."""
+    paths = RunPaths(run_dir)
+    ev = cfg.eval
+    plan = MatchPlan(generation, canonical_opponent(opponent, generation), games or ev.games,
+                     simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
+                     max_plies or ev.max_plies)
+    if plan.opponent == plan.player:
+        raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
+    done = find_entry(paths.ledger, plan.key)
+    if done is not None:
+        return done, False
+    rules = Rules(cfg.selfplay.repetitions_for_draw, 100, plan.max_plies + 2)
+    book = openings_from_spec(plan.openings, plan.games, seed)
+    player = _net_player(paths, cfg, generation, plan.simulations, rules, device)
+    rival = make_opponent(plan.opponent, paths, cfg, plan, rules, device, stockfish)
+    t0 = time.perf_counter()
+    tally = Counter()
+
+    def on_game(o) -> None:
+        tally[o.first_points] += 1
+        echo(f"  game {sum(tally.values())}/{plan.games}: {plan.player} {'white' if o.first_is_white else 'black'} "
+             f"{o.result} ({o.termination}, {o.plies} plies) | +{tally[1.0]} ={tally[0.5]} -{tally[0.0]}")
+
+    try:
+        outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=ev.parallel,
+                              event=f"azhpc evaluate {paths.root.name}", on_game=on_game)
+    finally:
+        rival.close()
+    seconds = time.perf_counter() - t0
+    pgn_path = paths.eval_pgn(generation, plan.pgn_name)
+    fsutil.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
+    score = MatchScore(sum(o.first_points == 1.0 for o in outcomes), sum(o.first_points == 0.5 for o in outcomes),
+                       sum(o.first_points == 0.0 for o in outcomes))
+    entry: dict[str, Any] = {
+        "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": generation,
+        "simulations": plan.simulations, "openings": plan.openings, "seed": seed, "max_plies": plan.max_plies,
+        **score.summary(),
+        "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
+        "terminations": dict(Counter(o.termination for o in outcomes)),
+        "seconds": round(seconds, 1), "pgn": str(pgn_path.relative_to(paths.root)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+    }
+    added = append_entry(paths.ledger, entry)
+    return (entry if added else find_entry(paths.ledger, plan.key) or entry), added
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line: who played whom, W/D/L, score, Elo with its interval, LOS."""
+    s = entry["score"]
+    lo, hi = format_elo(entry["elo_low"], 0.0), format_elo(entry["elo_high"], 1.0)
+    return (f"{entry['player']} vs {entry['opponent']}: +{entry['wins']} ={entry['draws']} -{entry['losses']} "
+            f"({entry['games']} games, score {s:.3f}), Elo {format_elo(entry['elo'], s)} [95% {lo}, {hi}], "
+            f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move")

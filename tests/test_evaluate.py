@@ -1,0 +1,224 @@
+"""Evaluation: Elo maths against values worked out by hand, the match runner with players of known
+strength, the ladder, the ledger, and azhpc evaluate / azhpc elo end to end on tiny networks."""
+
+import io
+import json
+import math
+import os
+
+import chess
+import chess.pgn
+import numpy as np
+import pytest
+
+from alphazero_hpc.checkpoint import save_checkpoint
+from alphazero_hpc.errors import AzhpcError, RunDirError
+from alphazero_hpc.evaluate.elo import MatchScore, elo_from_score, expected_score, fit_ratings
+from alphazero_hpc.evaluate.ledger import append_entry, read_ledger
+from alphazero_hpc.evaluate.match import book_openings, openings_from_spec, play_match
+from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer, find_stockfish
+from alphazero_hpc.model import build_model
+from alphazero_hpc.paths import RunPaths
+from alphazero_hpc.run import resolve_run_config
+
+from .conftest import IN_CI, TINY, run_cli
+
+
+# -- Elo maths -------------------------------------------------------------------------------------------
+def test_elo_of_a_score_and_back():
+    assert elo_from_score(0.5) == 0.0
+    assert elo_from_score(0.75) == pytest.approx(400 * math.log10(3))  # 190.85: 3 points for every 1
+    assert elo_from_score(0.25) == pytest.approx(-400 * math.log10(3))
+    assert elo_from_score(1.0) == math.inf and elo_from_score(0.0) == -math.inf
+    for d in (-350.0, -20.0, 0.0, 120.0):
+        assert elo_from_score(expected_score(d)) == pytest.approx(d)
+
+
+def test_interval_and_los_known_values():
+    # 50-0-50: per-game sd 0.5, se 0.05; score 0.5 +- 1.96 * 0.05 -> Elo +-400 log10(0.598/0.402) = +-68.99.
+    lo, hi = MatchScore(50, 0, 50).elo_interval()
+    assert lo == pytest.approx(-68.99, abs=0.02) and hi == pytest.approx(68.99, abs=0.02)
+    # Draws shrink the trinomial variance: 25-50-25 has per-game sd sqrt(0.125), so the interval is narrower.
+    lo2, hi2 = MatchScore(25, 50, 25).elo_interval()
+    half = 1.959964 * math.sqrt(0.125 / 100)
+    assert hi2 == pytest.approx(400 * math.log10((0.5 + half) / (0.5 - half)), rel=1e-4) and lo2 == pytest.approx(-hi2)
+    assert 0 < hi2 < hi
+    # LOS = Phi((W - L) / sqrt(W + L)): 60-40 is two standard deviations -> 0.97725.
+    assert MatchScore(60, 0, 40).los == pytest.approx(0.97725, abs=1e-5)
+    assert MatchScore(60, 500, 40).los == pytest.approx(0.97725, abs=1e-5)  # draws carry no information
+    assert MatchScore(3, 4, 3).los == 0.5
+    # 10-0-0: the trinomial variance is 0, Wilson's lower bound is n / (n + z^2) = 0.72247 -> +166.2 Elo.
+    s = MatchScore(10, 0, 0)
+    lo, hi = s.elo_interval()
+    assert lo == pytest.approx(166.2, abs=0.1) and hi == math.inf
+    assert s.summary()["elo"] is None and s.summary()["elo_low"] == pytest.approx(166.2, abs=0.1)
+
+
+def test_ladder_recovers_known_ratings():
+    rng = np.random.default_rng(7)
+    truth = {"a": 0.0, "b": 150.0, "c": 300.0, "d": 600.0}
+    matches = []
+    for x, y in [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]:
+        n = 600
+        w = int(rng.binomial(n, expected_score(truth[x] - truth[y])))
+        matches.append((x, y, MatchScore(w, 0, n - w)))
+    matches.append(("e", "f", MatchScore(3, 0, 1)))  # no chain of matches to the anchor
+    r = fit_ratings(matches, anchor="a")
+    assert r["a"].elo == 0.0
+    for name in ("b", "c", "d"):
+        assert r[name].low < truth[name] < r[name].high, (name, r[name])
+    assert r["b"].elo < r["c"].elo < r["d"].elo
+    assert r["d"].high - r["d"].low > r["b"].high - r["b"].low  # d is one long chain away: less certain
+    assert r["e"].elo is None and r["f"].elo is None
+
+
+def test_ladder_gives_a_perfect_score_a_finite_rating():
+    r = fit_ratings([("strong", "random", MatchScore(20, 0, 0))], anchor="random")
+    assert math.isfinite(r["strong"].elo) and r["strong"].low > 100
+
+
+# -- match runner with players of known strength ---------------------------------------------------------
+class Resigner:
+    """At its first move of a game (the first after ``book_plies``) resigns with probability p; it never
+    resigns later and otherwise plays random legal moves. So its results are known in advance."""
+
+    def __init__(self, p: float, seed: int, name: str, book_plies: int) -> None:
+        self.p, self.name, self.book_plies = p, name, book_plies
+        self.rng = np.random.default_rng(seed)
+
+    def choose(self, boards):
+        out = []
+        for b in boards:
+            first_move = len(b.move_stack) <= self.book_plies + 1
+            legal = list(b.legal_moves)
+            out.append(None if first_move and self.rng.random() < self.p else legal[int(self.rng.integers(len(legal)))])
+        return out
+
+    def close(self):
+        pass
+
+
+def score_of(outcomes):
+    pts = [o.first_points for o in outcomes]
+    return MatchScore(pts.count(1.0), pts.count(0.5), pts.count(0.0))
+
+
+def test_a_player_that_always_wins_comes_out_far_ahead():
+    outcomes = play_match(RandomPlayer(1), Resigner(1.0, 2, "loser", 6), 20, book_openings(), max_plies=40)
+    s = score_of(outcomes)
+    assert (s.wins, s.draws, s.losses) == (20, 0, 0)
+    assert s.elo_interval()[0] > 150 and s.los > 0.999
+    assert all(o.termination == "resignation" for o in outcomes)
+    assert [o.first_is_white for o in outcomes] == [i % 2 == 0 for i in range(20)]  # colours alternate
+
+
+def test_match_score_matches_known_strength():
+    # B resigns at once in half of its games, otherwise the game is a draw at max_plies (random moves rarely
+    # end 8 plies): A's expected score is 0.5 * 1 + 0.5 * 0.5 = 0.75, i.e. +190.8 Elo.
+    outcomes = play_match(RandomPlayer(3, "A"), Resigner(0.5, 4, "B", 2), 300, openings_from_spec("random:2", 300, 5),
+                          max_plies=10, parallel=50)
+    s = score_of(outcomes)
+    lo, hi = s.elo_interval()
+    assert lo < 400 * math.log10(3) < hi, (s, lo, hi)
+    assert 0.6 < s.score < 0.9
+
+
+def test_openings_vary_games_and_are_played_with_both_colours():
+    outcomes = play_match(GreedyPlayer(1), RandomPlayer(2), 8, book_openings(), max_plies=30)
+    games = [chess.pgn.read_game(io.StringIO(o.pgn)) for o in outcomes]
+    openings = [g.headers["Opening"] for g in games]
+    assert openings[0] == openings[1] != openings[2] == openings[3]
+    assert [g.headers["White"] for g in games[:2]] == ["greedy", "random"]
+    first_moves = {tuple(m.uci() for m in list(g.mainline_moves())[:6]) for g in games}
+    assert len(first_moves) == 4
+    with pytest.raises(AzhpcError, match="random:K"):
+        openings_from_spec("randomly", 8, 0)
+
+
+def test_greedy_beats_random():
+    s = score_of(play_match(GreedyPlayer(1), RandomPlayer(2), 24, book_openings(), max_plies=300))
+    assert s.elo_interval()[0] > 0 and s.los > 0.99, s
+
+
+# -- ledger ----------------------------------------------------------------------------------------------
+def test_ledger_appends_once_per_key_and_reports_a_bad_line(tmp_path):
+    ledger = tmp_path / "eval" / "ledger.jsonl"
+    assert append_entry(ledger, {"key": "k1", "wins": 1})
+    assert not append_entry(ledger, {"key": "k1", "wins": 2})
+    assert append_entry(ledger, {"key": "k2", "wins": 3})
+    assert [e["wins"] for e in read_ledger(ledger)] == [1, 3]
+    assert not [p for p in ledger.parent.iterdir() if p.name.endswith(".tmp")]
+    with open(ledger, "a") as fh:
+        fh.write('{"key": "k3", "wins"\n')
+    with pytest.raises(RunDirError, match="line 3 is not JSON"):
+        read_ledger(ledger)
+
+
+# -- azhpc evaluate / elo end to end ---------------------------------------------------------------------
+@pytest.fixture
+def eval_run(tmp_path):
+    """A run folder with two random tiny networks (generations 0 and 1)."""
+    run = tmp_path / "run"
+    paths = RunPaths(run)
+    cfg = resolve_run_config(paths, TINY)
+    for g in (0, 1):
+        save_checkpoint(paths.model(g), build_model(cfg.model, seed=g), generation=g)
+    return run
+
+
+FAST = ["--games", "4", "--simulations", "4", "--max-plies", "24"]
+
+
+def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "previous", "--opponent", "random",
+                "--opponent", "greedy", *FAST)
+    assert r.returncode == 0, r.stderr
+    entries = read_ledger(RunPaths(eval_run).ledger)
+    assert [(e["player"], e["opponent"]) for e in entries] == [("gen:1", "gen:0"), ("gen:1", "random"), ("gen:1", "greedy")]
+    for e in entries:
+        assert e["wins"] + e["draws"] + e["losses"] == 4
+        games = (eval_run / e["pgn"]).read_text().count("[Event ")
+        assert games == 4
+    assert "gen:1 vs random: +" in r.stdout and "LOS" in r.stdout and "game 4/4" in r.stdout
+    again = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", *FAST)
+    assert again.returncode == 0 and "already in the ledger" in again.stdout
+    assert len(read_ledger(RunPaths(eval_run).ledger)) == 3
+    ladder = run_cli("elo", str(eval_run), "--json")
+    assert ladder.returncode == 0, ladder.stderr
+    names = {r["name"]: r for r in json.loads(ladder.stdout)["ratings"]}
+    assert set(names) == {"gen:0", "gen:1", "random", "greedy"} and names["random"]["elo"] == 0.0
+    assert json.loads((eval_run / "eval" / "ratings.json").read_text())["anchor"] == "random"
+
+
+def test_evaluate_errors_are_one_line(eval_run, tmp_path):
+    r = run_cli("evaluate", str(eval_run), "--generation", "5", "--opponent", "random", *FAST)
+    assert r.returncode == 1 and "models/gen-0005.pt not found" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("evaluate", str(eval_run), "--generation", "0", "--opponent", "previous", *FAST)
+    assert r.returncode == 1 and "generation 0 has no previous network" in r.stderr
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish", "--opponent", "random",
+                "--stockfish", str(tmp_path / "no-such-stockfish"), *FAST)
+    assert r.returncode == 1 and "apt-get install stockfish" in r.stderr
+    assert "gen:1 vs random" in r.stdout  # the other opponents still play
+    r = run_cli("elo", str(tmp_path))
+    assert r.returncode == 1 and "no evaluations" in r.stderr
+
+
+# -- Stockfish -------------------------------------------------------------------------------------------
+@pytest.fixture
+def stockfish():
+    try:
+        return find_stockfish()
+    except AzhpcError as exc:
+        if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+def test_stockfish_opponent(eval_run, stockfish):
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",
+                "--games", "2", "--simulations", "4", "--max-plies", "60")
+    assert r.returncode == 0, r.stderr
+    (entry,) = read_ledger(RunPaths(eval_run).ledger)
+    assert entry["opponent"] == "stockfish:skill=0,nodes=200" and entry["games"] == 2
+    pgn = (eval_run / entry["pgn"]).read_text()
+    assert pgn.count("[Event ") == 2 and '[Black "stockfish:skill=0,nodes=200"]' in pgn
