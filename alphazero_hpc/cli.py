@@ -304,6 +304,19 @@ def elo(run_dir: Path, anchor: str, as_json: bool) -> None:
     click.echo(f"{len(entries)} matches; {anchor} = 0; ratings are relative to it (a ladder, not FIDE Elo)")
 
 
+@main.command()
+@click.option("--checkpoint", type=click.Path(path_type=Path), required=True, help="Network to play, e.g. RUN/models/gen-0010.pt.")
+@click.option("--simulations", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Simulations per move when go gives no limit (go nodes/movetime/wtime override it).")
+@click.option("--movetime", "movetime_ms", type=click.IntRange(min=1), help="Milliseconds per move when go gives no limit.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
+def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str) -> None:
+    """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
+    from .uci import run_uci
+
+    run_uci(checkpoint, simulations, movetime_ms, device)
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print their figures."""

@@ -1,0 +1,195 @@
+"""``azhpc uci``: the trained network as a UCI engine, so any chess GUI or match runner can play it.
+
+Understood: uci, debug, isready, setoption (Simulations, MoveTime), ucinewgame, position startpos|fen ...
+[moves ...], go [nodes N] [movetime MS] [wtime/btime/winc/binc/movestogo] [infinite], stop, quit.
+The search runs on its own thread; this thread keeps reading, so ``isready`` and ``stop`` are answered
+while it searches. "nodes" counts simulations.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Callable
+
+import chess
+
+from .evaluate.players import NetPlayer
+
+NAME = "azhpc"
+
+
+def time_budget(board: chess.Board, args: dict[str, int]) -> float | None:
+    """Seconds to spend from go's clock arguments: a share of the remaining time plus half the increment."""
+    if "movetime" in args:
+        return args["movetime"] / 1000.0
+    mine, inc = ("wtime", "winc") if board.turn == chess.WHITE else ("btime", "binc")
+    if mine not in args:
+        return None
+    left = max(args[mine], 0) / 1000.0
+    moves_to_go = args.get("movestogo", 30)
+    budget = left / max(moves_to_go, 1) + args.get(inc, 0) / 2000.0
+    return max(0.01, min(budget, left - 0.05, left * 0.5))
+
+
+def score_cp(q: float) -> int:
+    """Centipawns for UCI from the root value q in [-1, 1] (the logistic used for Elo: q=0.5 ~ +190 cp)."""
+    q = max(min(q, 0.999), -0.999)
+    return int(round(400 * math.log10((1 + q) / (1 - q))))
+
+
+class UciEngine:
+    def __init__(self, player: NetPlayer, simulations: int, movetime_ms: int | None, out: IO[str], name: str) -> None:
+        self.player = player
+        self.simulations = simulations
+        self.movetime_ms = movetime_ms
+        self.out = out
+        self.name = name
+        self.board = chess.Board()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._infinite = False
+        self._lock = threading.Lock()
+
+    def send(self, line: str) -> None:
+        with self._lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def run(self, lines: IO[str]) -> None:
+        for raw in lines:
+            if not self.handle(raw.strip()):
+                break
+        self._finish_search(stop=True)
+
+    def handle(self, line: str) -> bool:
+        """Act on one command; False on quit."""
+        if not line:
+            return True
+        cmd, _, rest = line.partition(" ")
+        if cmd == "uci":
+            self.send(f"id name {self.name}")
+            self.send("id author alphazero_hpc")
+            self.send(f"option name Simulations type spin default {self.simulations} min 1 max 1000000")
+            self.send(f"option name MoveTime type spin default {self.movetime_ms or 0} min 0 max 3600000")
+            self.send("uciok")
+        elif cmd == "isready":
+            self.send("readyok")
+        elif cmd == "ucinewgame":
+            self._finish_search()
+            self.board = chess.Board()
+        elif cmd == "position":
+            self._finish_search()
+            self._position(rest)
+        elif cmd == "go":
+            self._finish_search()
+            self._go(rest.split())
+        elif cmd == "stop":
+            self._finish_search(stop=True)
+        elif cmd == "setoption":
+            self._setoption(rest)
+        elif cmd == "quit":
+            return False
+        elif cmd not in ("debug", "register", "ponderhit"):
+            self.send(f"info string unknown command: {line}")
+        return True
+
+    def _position(self, rest: str) -> None:
+        words = rest.split()
+        try:
+            if words[:1] == ["startpos"]:
+                board, i = chess.Board(), 1
+            elif words[:1] == ["fen"]:
+                end = words.index("moves") if "moves" in words else len(words)
+                board, i = chess.Board(" ".join(words[1:end])), end
+            else:
+                raise ValueError("expected 'startpos' or 'fen'")
+            if words[i:i + 1] == ["moves"]:
+                for uci in words[i + 1:]:
+                    board.push_uci(uci)
+        except (ValueError, IndexError) as exc:
+            self.send(f"info string error: position {rest!r} not understood ({exc}); keeping the last position")
+            return
+        self.board = board
+
+    def _setoption(self, rest: str) -> None:
+        words = rest.split()
+        if len(words) >= 4 and words[0] == "name" and "value" in words:
+            name = " ".join(words[1:words.index("value")]).lower()
+            value = words[words.index("value") + 1]
+            if value.isdigit() and name == "simulations" and int(value) >= 1:
+                self.simulations = int(value)
+                return
+            if value.isdigit() and name == "movetime":
+                self.movetime_ms = int(value) or None
+                return
+        self.send(f"info string error: setoption {rest!r} not understood")
+
+    def _go(self, words: list[str]) -> None:
+        args: dict[str, int] = {}
+        infinite = "infinite" in words
+        for key, value in zip(words, words[1:]):
+            if key in ("nodes", "movetime", "wtime", "btime", "winc", "binc", "movestogo") and value.lstrip("-").isdigit():
+                args[key] = int(value)
+        board = self.board.copy()
+        if board.is_game_over():
+            self.send("bestmove 0000")
+            return
+        if infinite:
+            sims, seconds = 10**9, None
+        elif "nodes" in args:
+            sims, seconds = max(1, args["nodes"]), time_budget(board, args)
+        else:
+            seconds = time_budget(board, args)
+            if seconds is None and self.movetime_ms:
+                seconds = self.movetime_ms / 1000.0
+            sims = 10**9 if seconds is not None else self.simulations
+        self._stop.clear()
+        self._infinite = infinite
+        self._thread = threading.Thread(target=self._search, args=(board, sims, seconds), daemon=True)
+        self._thread.start()
+
+    def _search(self, board: chess.Board, sims: int, seconds: float | None) -> None:
+        t0 = time.monotonic()
+        stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
+        try:
+            result = self.player.search([board], sims, stop=stop)[0]
+        except Exception as exc:  # never leave a GUI waiting for bestmove
+            self.send(f"info string error: search failed ({type(exc).__name__}: {exc})")
+            self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")
+            return
+        ms = int(1000 * (time.monotonic() - t0))
+        nps = int(result.visits / max(ms, 1) * 1000)
+        self.send(f"info depth {len(result.pv)} nodes {result.visits} time {ms} nps {nps} score cp {score_cp(result.q)} "
+                  f"pv {' '.join(m.uci() for m in result.pv)}")
+        self.send(f"bestmove {result.move.uci()}")
+
+    def _finish_search(self, stop: bool = False) -> None:
+        """Wait for a running search to answer; ``stop`` (or an infinite search) ends it now."""
+        if self._thread is not None:
+            if stop or self._infinite:
+                self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+
+def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
+            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
+    from .checkpoint import load_model
+    from .config import MCTSConfig
+    from .inference import TorchEvaluator, pick_device
+    from .mcts import Rules
+    from .paths import RunPaths
+    from .run import read_run_config
+
+    model, payload = load_model(checkpoint)
+    mcts = MCTSConfig()
+    run = RunPaths(Path(checkpoint).resolve().parent.parent)
+    if run.config.exists():  # a checkpoint inside a run folder searches with that run's settings
+        mcts = read_run_config(run).mcts
+    player = NetPlayer(TorchEvaluator(model, pick_device(device)), mcts, simulations, Rules(3, 100, 10**6), "uci")
+    name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
+    UciEngine(player, simulations, movetime_ms, stdout, name).run(stdin)
