@@ -317,6 +317,16 @@ def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str
     run_uci(checkpoint, simulations, movetime_ms, device)
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def plot(run_dir: Path) -> None:
+    """PNG figures in RUN/plots: Elo per generation and per compute hour, losses, game statistics (needs matplotlib)."""
+    from .plot import plot_run
+
+    for path in plot_run(run_dir):
+        click.echo(f"wrote {path}")
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print their figures."""

@@ -17,6 +17,7 @@ from . import scheduler
 from .launch.plan import LaunchPlan
 from .launch.record import LaunchRecord, pid_alive, read_record
 from .launch.stages import generation_games
+from .errors import AzhpcError
 from .paths import RunPaths
 from .progress import read_progress
 from .run import read_run_config
@@ -149,7 +150,35 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
             elif tj and tj[-1]["state"].startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
                 train["state"] = "failed"
                 train["error"] = train["error"] or f"job {tj[-1]['job_id']} {tj[-1]['state']}"
-    return {"generation": g, "selfplay": sp, "train": train, "jobs": jobs}
+    return {"generation": g, "selfplay": sp, "train": train, "eval": _eval(paths, g + 1, jobs, record), "jobs": jobs}
+
+
+def _eval(paths: RunPaths, network: int, jobs: list[dict], record: LaunchRecord | None) -> dict[str, Any] | None:
+    """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
+    progress, its job, and every ledger match that network played. None when it was never evaluated."""
+    from .evaluate.elo import format_elo
+    from .evaluate.ledger import read_ledger
+    from .evaluate.runner import eval_progress_path
+
+    try:
+        entries = [e for e in read_ledger(paths.ledger) if e["player"] == f"gen:{network}"]
+    except AzhpcError as exc:
+        entries, ledger_error = [], str(exc)
+    else:
+        ledger_error = ""
+    progress = read_progress(eval_progress_path(paths, network)) or {}
+    job = next((j for j in reversed(jobs) if j["stage"] == "eval"), None)
+    if not entries and not progress and job is None:
+        return None
+    state = progress.get("status") or ("pending" if job is not None else "done")
+    if job is not None and state in ("pending", "running"):
+        js = job["state"].split("/")[0]
+        if js.startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")) or js == "failed":
+            state = "failed"
+    matches = [f"vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
+               f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]
+    return {"network": network, "state": state, "matches": matches,
+            "error": "; ".join(progress.get("errors", [])) or ledger_error}
 
 
 def render(status: dict[str, Any]) -> str:
@@ -178,6 +207,10 @@ def render(status: dict[str, Any]) -> str:
         lines.append(f"         train      {tr['state']}: step {tr['step']}/{tr['steps'] or '?'}{loss}"
                      + (f", world {tr['world_size']}" if tr["world_size"] else "")
                      + (f" -> {tr['checkpoint']}" if tr["checkpoint"] else "") + (f" - {tr['error']}" if tr["error"] else ""))
+        ev = gen.get("eval")
+        if ev:
+            lines.append(f"         eval       gen:{ev['network']} {ev['state']}" + (": " + "; ".join(ev["matches"]) if ev["matches"] else "")
+                         + (f" - {ev['error']}" if ev["error"] else ""))
         if gen["jobs"] and plan["cluster"] == "slurm":
             lines.append("         jobs       " + "; ".join(
                 f"{j['stage']} {j['job_id']} {j['state']}" + (f" ({j['reason']})" if j.get("reason") else "") for j in gen["jobs"]))
@@ -214,9 +247,12 @@ def _active(jobs: list[dict]) -> bool:
 def finished(status: dict[str, Any]) -> tuple[bool, bool]:
     """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists."""
     gens = status["generations"]
-    if gens and gens[-1]["train"]["checkpoint"]:
-        return True, True
     sup = status.get("supervisor")
+    if gens and gens[-1]["train"]["checkpoint"]:
+        if sup is not None:  # a local run: the supervisor ends after the last evaluation
+            return sup.get("state") in ("done", "failed", "cancelled", "lost"), True
+        evals = [j for g in gens for j in g["jobs"] if j["stage"] == "eval"]
+        return not _active(evals), True
     if sup is not None:  # a local run
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
     if status["plan"]["cluster"] == "manual":  # no jobs to ask about: over when nothing runs

@@ -129,10 +129,26 @@ def test_launch_rejects_unsafe_values_in_one_line(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1 and "slurm.partition" in res.stderr
 
 
+# The evaluation stage, as small as it gets: 2 games against each opponent, 4 simulations, 20 plies.
+EVAL_QUICK = ["--set", "eval.enabled=true", "--set", "eval.games=2", "--set", "eval.simulations=4", "--set", "eval.max_plies=20"]
+
+
+def check_evaluated(run: Path, st: dict, generations: int) -> None:
+    """Every trained network played previous and random once (ledger), and status shows it."""
+    ledger = [json.loads(x) for x in (run / "eval" / "ledger.jsonl").read_text().splitlines()]
+    pairs = sorted((e["player"], e["opponent"]) for e in ledger)
+    assert pairs == sorted([(f"gen:{g}", f"gen:{g - 1}") for g in range(1, generations + 1)]
+                           + [(f"gen:{g}", "random") for g in range(1, generations + 1)]), pairs
+    assert all(e["games"] == 2 for e in ledger)
+    for gen in st["generations"]:
+        assert gen["eval"]["state"] == "done" and len(gen["eval"]["matches"]) == 2, gen["eval"]
+
+
 @pytest.mark.slow
 def test_local_pipeline_two_generations(tmp_path):
     run = tmp_path / "run"
-    res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), "--wait", *QUICK, timeout=600)
+    res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), "--wait", *QUICK, *EVAL_QUICK,
+                  timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "done:" in res.stdout
     st = check_status_matches_disk(run, 2)
@@ -140,7 +156,14 @@ def test_local_pipeline_two_generations(tmp_path):
     record = json.loads((run / "launch.json").read_text())
     stages = [(j["generation"], j["stage"], j["state"]) for j in record["jobs"]]
     tasks = record["plan"]["tasks"]
-    assert stages == [(0, "selfplay", "done")] * tasks + [(0, "train", "done")] + [(1, "selfplay", "done")] * tasks + [(1, "train", "done")]
+    assert stages == ([(0, "selfplay", "done")] * tasks + [(0, "train", "done"), (0, "eval", "done")]
+                      + [(1, "selfplay", "done")] * tasks + [(1, "train", "done"), (1, "eval", "done")])
+    check_evaluated(run, st, 2)
+    assert "eval       gen:2 done: vs gen:1 +" in run_cli("status", str(run)).stdout
+    plots = run_cli("plot", str(run))
+    assert plots.returncode == 0, plots.stderr
+    for name in ("elo", "losses", "games"):
+        assert (run / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert read_checkpoint(run / "models" / "gen-0002.pt")["generation"] == 2
     again = run_cli("launch", "--cluster", "local", "--run-dir", str(run), *QUICK)
     assert again.returncode == 1 and "already launched" in again.stderr
@@ -228,7 +251,7 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slow
 def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
     run = tmp_path / "sl2"
-    record = launch_slurm(run, 2, "--set", "selfplay.search_workers=2")  # spawned under submitit's srun step
+    record = launch_slurm(run, 2, "--set", "selfplay.search_workers=2", *EVAL_QUICK)  # workers spawned under srun
     st = wait_for_run(run, 540)
     for g in range(2):
         arrays = [j for j in record["jobs"] if j["generation"] == g and j["stage"] == "selfplay"]
@@ -247,9 +270,14 @@ def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
         assert tp["nodes"] == 2 and tp["ranks"] == 4 and tp["status"] == "done"
     ids = [j["job_id"] for j in record["jobs"]]
     states = sacct_states(ids)
-    assert len(states) == 2 * (4 + 1) and set(states.values()) == {"COMPLETED"}, states
+    assert len(states) == 2 * (4 + 1 + 1) and set(states.values()) == {"COMPLETED"}, states  # arrays, training, eval
+    evals = [j for j in record["jobs"] if j["stage"] == "eval"]
+    trains = [j for j in record["jobs"] if j["stage"] == "train"]
+    assert [j["dependency"] for j in evals] == [f"afterok:{t['job_id']}" for t in trains]
+    assert not any(e["job_id"] in j["dependency"] for e in evals for j in record["jobs"])  # nothing waits for an eval
     st = check_status_matches_disk(run, 2)
     assert all(j["state"] == "COMPLETED" for g in st["generations"] for j in g["jobs"])
+    check_evaluated(run, st, 2)
 
 
 @pytest.mark.slow

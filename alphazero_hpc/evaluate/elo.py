@@ -9,7 +9,9 @@ score interval, which stays finite and does not collapse to a point. The likelih
 
 The ladder (``fit_ratings``) is the maximum-likelihood logistic model over all matches, draws counted
 as half a point, with one virtual draw per pair that met (so a perfect score gives a finite rating), one
-player pinned at 0, and intervals from the inverse Hessian.
+player pinned at 0, and intervals from the inverse Hessian. Draws make a result less noisy than a win-or-loss
+coin with the same score, so each pair's games are weighted by binomial / observed (trinomial) variance;
+without that, a match of mostly draws would get an interval twice as wide as its own.
 """
 
 from __future__ import annotations
@@ -120,25 +122,36 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
     ``anchor`` is pinned at ``anchor_elo``; intervals are relative to it. Players with no chain of
     matches to the anchor get ``elo=None``.
     """
-    pts: dict[tuple[str, str], float] = {}
-    games: dict[tuple[str, str], float] = {}
+    wdl: dict[tuple[str, str], list[float]] = {}  # per pair (sorted names): first name's W, D, L
     played: dict[str, int] = {}
     for a, b, s in matches:
         if a == b or s.games == 0:
             continue
         key = (a, b) if a < b else (b, a)
-        first_points = s.wins + 0.5 * s.draws if key[0] == a else s.losses + 0.5 * s.draws
-        pts[key] = pts.get(key, 0.0) + first_points
-        games[key] = games.get(key, 0.0) + s.games
+        w, l = (s.wins, s.losses) if key[0] == a else (s.losses, s.wins)
+        acc = wdl.setdefault(key, [0.0, 0.0, 0.0])
+        acc[0] += w
+        acc[1] += s.draws
+        acc[2] += l
         played[a] = played.get(a, 0) + s.games
         played[b] = played.get(b, 0) + s.games
+    pts: dict[tuple[str, str], float] = {}
+    games: dict[tuple[str, str], float] = {}
+    for key, (w, d, l) in wdl.items():
+        d += prior_draws
+        n = w + d + l
+        mu = (w + 0.5 * d) / n
+        var = (w * (1 - mu) ** 2 + d * (0.5 - mu) ** 2 + l * mu**2) / n
+        weight = min(mu * (1 - mu) / var, 4.0) if var > 0 else 4.0  # draws: more information per game
+        pts[key] = weight * (w + 0.5 * d)
+        games[key] = weight * n
     players = sorted(played)
     if anchor not in played:
         return {p: Rating(p, None, None, None, played[p]) for p in players}
     reach = _connected(anchor, games.keys())
     free = [p for p in players if p in reach and p != anchor]
     idx = {p: i for i, p in enumerate(free)}
-    pairs = [(a, b, pts[(a, b)] + 0.5 * prior_draws, games[(a, b)] + prior_draws) for a, b in games if a in reach]
+    pairs = [(a, b, pts[(a, b)], games[(a, b)]) for a, b in games if a in reach]
     r = np.zeros(len(free))  # natural units; the anchor is 0
 
     def rating(p: str) -> float:

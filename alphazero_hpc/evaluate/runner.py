@@ -145,3 +145,40 @@ def describe(entry: dict[str, Any]) -> str:
     return (f"{entry['player']} vs {entry['opponent']}: +{entry['wins']} ={entry['draws']} -{entry['losses']} "
             f"({entry['games']} games, score {s:.3f}), Elo {format_elo(entry['elo'], s)} [95% {lo}, {hi}], "
             f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move")
+
+
+def eval_progress_path(paths: RunPaths, generation: int) -> Path:
+    return paths.eval_dir / f"gen-{generation:04d}" / "progress.json"
+
+
+def evaluate_generation(run_dir: Path, generation: int, device: str = "auto",
+                        echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """The evaluation stage: generation G against every opponent of ``eval.opponents``, in the ledger.
+
+    One opponent failing (Stockfish missing) is recorded and the others still play; progress goes to
+    RUN/eval/gen-G/progress.json. A requeued or repeated stage finds finished matches in the ledger.
+    """
+    from ..config import split_opponents
+    from ..run import read_run_config
+
+    paths = RunPaths(run_dir)
+    cfg = read_run_config(paths)
+    opponents = split_opponents(cfg.eval.opponents)
+    progress: dict[str, Any] = {"generation": generation, "status": "running", "opponents": opponents, "results": [],
+                                "errors": [], "host": platform.node(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                                "started": time.time(), "updated": time.time()}
+    where = eval_progress_path(paths, generation)
+    fsutil.write_json(where, progress, doing="writing evaluation progress")
+    for spec in opponents:
+        try:
+            entry, _ = evaluate(run_dir, cfg, generation, spec, device=device)
+            progress["results"].append(describe(entry))
+            echo(describe(entry))
+        except AzhpcError as exc:
+            progress["errors"].append(f"{spec}: {exc}")
+            echo(f"Error: {spec}: {exc}")
+        progress["updated"] = time.time()
+        fsutil.write_json(where, progress, doing="writing evaluation progress")
+    progress["status"] = "failed" if progress["errors"] else "done"
+    fsutil.write_json(where, progress, doing="writing evaluation progress")
+    return progress

@@ -43,6 +43,8 @@ class LocalSupervisor:
         self.record: LaunchRecord = record
         self.on_tick, self.tick_s, self._last_tick = on_tick, tick_s, 0.0
         self.running: list[_Proc] = []
+        self.evals: list[_Proc] = []  # evaluation processes: nothing waits for them but the end of the run
+        self.eval_enabled = read_run_config(self.paths).eval.enabled
         self._stop = False
         self.max_attempts = int(record.supervisor.get("max_attempts") or read_run_config(self.paths).slurm.max_attempts)
 
@@ -64,6 +66,8 @@ class LocalSupervisor:
     def _start(self, generation: int, stage: str, args: list[str], tasks: list[int], slot: int, threads: int) -> _Proc:
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         name = f"local-g{generation:04d}-{stage}" + (f"-task{tasks[0]:04d}" if stage == "selfplay" else "")
+        if stage == "eval":
+            name = f"local-g{int(args[1]):04d}-eval"  # named after the generation it evaluates
         log = self.paths.logs / f"{name}.log"
         attempt = 1 + len([j for j in self.record.jobs_of(generation, stage) if j.tasks == tasks])
         with open(log, "ab") as fh:
@@ -75,16 +79,17 @@ class LocalSupervisor:
         return _Proc(job, popen, slot)
 
     def _reap(self) -> None:
-        for proc in list(self.running):
-            code = proc.popen.poll()
-            if code is not None:
-                proc.job.exit_code = code
-                proc.job.state = "done" if code == 0 else "failed"
-                self.running.remove(proc)
-                self._save()
+        for procs in (self.running, self.evals):
+            for proc in list(procs):
+                code = proc.popen.poll()
+                if code is not None:
+                    proc.job.exit_code = code
+                    proc.job.state = "done" if code == 0 else "failed"
+                    procs.remove(proc)
+                    self._save()
 
-    def _wait_all(self) -> None:
-        while self.running:
+    def _wait_all(self, evals: bool = False) -> None:
+        while self.running or (evals and self.evals):
             self._reap()
             self._tick()
             time.sleep(0.2)
@@ -114,6 +119,8 @@ class LocalSupervisor:
                             [0, 1], 0, max(1, (os.cpu_count() or 1) // plan.ranks_per_node))
         self.running.append(train)
         self._wait_all()
+        if train.job.state == "done" and self.eval_enabled:  # one thread: it shares the cores with self-play
+            self.evals.append(self._start(generation, "eval", [run, str(generation + 1)], [0, 1], 0, 1))
         return train.job.state == "done"
 
     def run(self) -> int:
@@ -132,6 +139,7 @@ class LocalSupervisor:
                     log = self.record.jobs_of(g, "train")[-1].log
                     self._save(state="failed", error=f"generation {g} training failed: see {log}")
                     return 1
+            self._wait_all(evals=True)
         finally:
             self._terminate_children()
         self._save(state="done")
@@ -142,11 +150,11 @@ class LocalSupervisor:
         self._terminate_children()
 
     def _terminate_children(self) -> None:
-        for proc in self.running:
+        for proc in self.running + self.evals:
             if proc.popen.poll() is None:
                 proc.popen.terminate()
         deadline = time.time() + 20
-        for proc in self.running:
+        for proc in self.running + self.evals:
             try:
                 proc.popen.wait(max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:

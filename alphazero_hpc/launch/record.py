@@ -34,7 +34,7 @@ RECORD_SCHEMA = 1
 @dataclass
 class JobRecord:
     generation: int
-    stage: str  # selfplay or train
+    stage: str  # selfplay, train, or eval (of the network this generation's training wrote)
     job_id: str
     tasks: list[int] = field(default_factory=lambda: [0, 1])  # [first, end) for self-play arrays
     attempt: int = 1  # submissions of this generation and stage so far

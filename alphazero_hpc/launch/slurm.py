@@ -4,6 +4,7 @@ Per generation G (docs/pipeline.md has the why):
 
     selfplay G   job array, one task per GPU        --dependency=afterok:<train G-1>           (none for G = 0)
     train G      N nodes x 1 task, all their GPUs   --dependency=afterany:<arrays G>,afterok:<train G-1>
+    eval G+1     1 task, 1 GPU (eval.enabled)       --dependency=afterok:<train G>   (nothing waits for it)
 
 Every dependent job carries ``--kill-on-invalid-dep=yes``: when a dependency can never be met (training
 failed) SLURM cancels the job instead of leaving it PENDING forever. ``afterany`` on the arrays means a
@@ -29,7 +30,7 @@ from ..errors import AzhpcError
 from ..paths import RunPaths
 from .plan import LaunchPlan, split_tasks
 from .record import JobRecord
-from .stages import TrainStage, selfplay_stage, torchrun_command
+from .stages import TrainStage, eval_stage, selfplay_stage, torchrun_command
 
 
 class _ScriptExecutor(submitit.SlurmExecutor):
@@ -152,12 +153,30 @@ class SlurmChain:
         self.submitted.append(JobRecord(generation, "train", job_id, [0, 1], attempt, dependency))
         return self.submitted[-1]
 
+    def submit_eval(self, generation: int, after_train: str, attempt: int = 1) -> JobRecord:
+        """Evaluation of the network training ``generation`` writes (generation + 1): afterok on that training
+        job, and nothing depends on it, so it never holds up the next self-play array."""
+        s, plan = self.cfg.slurm, self.plan
+        dependency = f"afterok:{after_train}"
+        ex = self._executor()
+        ex.update_parameters(
+            job_name=f"azhpc-{self.name}-ev{generation + 1}", time=self.cfg.eval.time_min, nodes=1, ntasks_per_node=1,
+            cpus_per_task=s.cpus_per_task, **({"gpus_per_node": 1} if plan.gpus_per_node else {}), **self._common(dependency))
+        run = self.run
+        job_id = self._submit(f"generation {generation + 1} evaluation job", ex,
+                              lambda: [ex.submit(eval_stage, run, generation + 1)], None)[0]
+        self.submitted.append(JobRecord(generation, "eval", job_id, [0, 1], attempt, dependency))
+        return self.submitted[-1]
+
     def submit_generations(self, first: int, last: int, after_train: str = "") -> list[JobRecord]:
-        """Self-play and training of generations first..last-1, each chained on the previous training."""
+        """Self-play and training of generations first..last-1, each chained on the previous training, and
+        with ``eval.enabled`` an evaluation job after each training job."""
         records: list[JobRecord] = []
         for g in range(first, last):
             arrays = self.submit_selfplay(g, after_train)
             train = self.submit_train(g, [r.job_id for r in arrays], after_train)
             records += arrays + [train]
+            if self.cfg.eval.enabled:
+                records.append(self.submit_eval(g, train.job_id))
             after_train = train.job_id
         return records

@@ -6,6 +6,7 @@ sbatch templates::
 
     python -m alphazero_hpc.launch.stages selfplay RUN GENERATION TASK NUM_TASKS
     python -m alphazero_hpc.launch.stages train RUN GENERATION [--nproc-per-node N]
+    python -m alphazero_hpc.launch.stages eval RUN GENERATION                 (eval.opponents, into the ledger)
     python -m alphazero_hpc.launch.stages init RUN --config C [--set k=v]     (config.yaml, models/gen-0000.pt)
 
 A training job starts ``torchrun`` on each node: c10d rendezvous on the allocation's first node, the job id
@@ -226,6 +227,17 @@ def _run_forwarding_errors(cmd: list[str]) -> tuple[int, str, str]:
     return proc.returncode, error, stopped
 
 
+def eval_stage(run_dir: str, generation: int) -> int:
+    """Evaluate a trained generation (submitit pickles this function for the SLURM job). Raises when an
+    opponent could not be played, after the others were, so that the job ends FAILED with that line."""
+    from ..evaluate.runner import evaluate_generation
+
+    result = evaluate_generation(Path(run_dir), generation)
+    if result["status"] == "failed":
+        raise AzhpcError(f"evaluation of generation {generation}: " + "; ".join(result["errors"]))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m alphazero_hpc.launch.stages", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="stage", required=True)
@@ -238,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("run_dir")
     tr.add_argument("generation", type=int)
     tr.add_argument("--nproc-per-node", type=int, default=1)
+    ev = sub.add_parser("eval")
+    ev.add_argument("run_dir")
+    ev.add_argument("generation", type=int)
     ini = sub.add_parser("init", help="write the run's config.yaml and generation 0's network (idempotent)")
     ini.add_argument("run_dir")
     ini.add_argument("--config", default=None)
@@ -251,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = resolve_run_config(paths, args.config, args.overrides)
             ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
             print(f"{paths.root}: config.yaml and {paths.model(0)} ready", flush=True)
+        elif args.stage == "eval":
+            return eval_stage(args.run_dir, args.generation)
         elif args.stage == "selfplay":
             preempt.Stop.install(signal.SIGUSR2)  # stop, keep complete shards, requeue (SIGTERM: SLURM is ending the job)
             result = selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks)

@@ -1,0 +1,140 @@
+"""``azhpc plot``: PNG figures of a run. matplotlib is an optional extra (pip install 'alphazero_hpc[plot]').
+
+    RUN/plots/elo.png     Elo per generation with 95% intervals, against generations and compute hours
+    RUN/plots/losses.png  policy and value loss over all training steps, generation boundaries marked
+    RUN/plots/games.png   game length, draw and decisive rates, resignation false positives per generation
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from . import fsutil
+from .errors import AzhpcError
+from .paths import RunPaths
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise AzhpcError("matplotlib is not installed: pip install 'alphazero_hpc[plot]' (or pip install matplotlib)") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def compute_hours(paths: RunPaths, generations: int) -> list[float]:
+    """Device-hours spent up to the end of each generation's training: self-play task time plus training
+    time times its ranks, from the progress files (the last attempt of each; earlier attempts are not kept)."""
+    total, out = 0.0, []
+    for g in range(generations):
+        for p in sorted(paths.selfplay(g).glob("progress/task-*.json")):
+            try:
+                total += float(json.loads(p.read_text()).get("elapsed_s", 0.0)) / 3600
+            except (OSError, ValueError):
+                pass
+        try:
+            tp = json.loads(paths.train_progress(g + 1).read_text())
+            total += max(0.0, tp["updated"] - tp["started"]) * max(1, int(tp.get("ranks", 1))) / 3600
+        except (OSError, ValueError, KeyError):
+            pass
+        out.append(total)
+    return out
+
+
+def _save(fig: Any, dest: Path) -> None:
+    with fsutil.atomic_path(dest, "writing a plot") as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+
+
+def plot_run(run_dir: Path) -> list[Path]:
+    plt = _pyplot()
+    from .status import collect
+
+    paths = RunPaths(run_dir)
+    status = collect(run_dir)
+    gens = status["generations"]
+    device = "GPU" if status["plan"].get("gpus_per_node", 0) else "CPU task"
+    written = []
+
+    # Elo ------------------------------------------------------------------------------------------------
+    if paths.ledger.exists():
+        from .evaluate.ladder import generation_of, run_ladder
+
+        table, _ = run_ladder(run_dir)
+        rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
+        anchors = [r for r in table if generation_of(r.name) is None and r.elo is not None]
+        hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+        for ax, xs, label in ((axes[0], [g for g, _ in rated], "generation"),
+                              (axes[1], [hours[g - 1] if g > 0 else 0.0 for g, _ in rated], f"{device}-hours (self-play + training)")):
+            ys = [r.elo for _, r in rated]
+            err = [[r.elo - r.low for _, r in rated], [r.high - r.elo for _, r in rated]]
+            ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="network (95% interval)")
+            for i, a in enumerate(anchors):
+                ax.axhline(a.elo, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{a.name} ({a.elo:+.0f})")
+            ax.set_xlabel(label)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("Elo (random = 0)")
+        axes[0].set_title("Strength per generation")
+        axes[1].set_title("Strength per compute")
+        axes[1].legend(loc="best", fontsize=8)
+        _save(fig, paths.root / "plots" / "elo.png")
+        plt.close(fig)
+        written.append(paths.root / "plots" / "elo.png")
+
+    # Losses ---------------------------------------------------------------------------------------------
+    steps, pol, val, bounds, offset = [], [], [], [], 0
+    for g in range(len(gens)):
+        f = paths.train_dir(g + 1) / "metrics.jsonl"
+        if not f.exists():
+            continue
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip().endswith("}")]
+        for r in rows:
+            steps.append(offset + r["step"])
+            pol.append(r["policy_loss"])
+            val.append(r["value_loss"])
+        bounds.append(offset)
+        offset += max((r["step"] for r in rows), default=0)
+    if steps:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        for ax, ys, name in ((axes[0], pol, "policy loss (cross-entropy, nats)"), (axes[1], val, "value loss (W/D/L cross-entropy, nats)")):
+            ax.plot(steps, ys, linewidth=1)
+            for b in bounds[1:]:
+                ax.axvline(b, color="grey", alpha=0.25, linewidth=0.8)
+            ax.set_xlabel("training step (all generations; grey: a new generation's data)")
+            ax.set_ylabel(name)
+            ax.grid(alpha=0.3)
+        _save(fig, paths.root / "plots" / "losses.png")
+        plt.close(fig)
+        written.append(paths.root / "plots" / "losses.png")
+
+    # Games ----------------------------------------------------------------------------------------------
+    played = [g for g in gens if g["selfplay"]["games"]]
+    if played:
+        x = [g["generation"] for g in played]
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        axes[0].plot(x, [g["selfplay"]["avg_game_plies"] for g in played], "o-")
+        axes[0].set_ylabel("mean game length (plies)")
+        wdl = [g["selfplay"]["wdl"] for g in played]
+        axes[1].plot(x, [100 * d / max(1, w + d + b) for w, d, b in wdl], "o-", label="draws")
+        axes[1].plot(x, [100 * (w + b) / max(1, w + d + b) for w, d, b in wdl], "s-", label="decisive")
+        axes[1].set_ylabel("share of self-play games (%)")
+        axes[1].legend()
+        fp = [100 * g["selfplay"]["resign_false_positives"] / g["selfplay"]["playthrough_games"]
+              if g["selfplay"]["playthrough_games"] else float("nan") for g in played]
+        axes[2].plot(x, fp, "o-", color="C3")
+        axes[2].set_ylabel("resignation false positives (% of playthrough games)")
+        for ax in axes:
+            ax.set_xlabel("generation")
+            ax.grid(alpha=0.3)
+        _save(fig, paths.root / "plots" / "games.png")
+        plt.close(fig)
+        written.append(paths.root / "plots" / "games.png")
+    if not written:
+        raise AzhpcError(f"nothing to plot in {paths.root} yet: no finished self-play, training or evaluation")
+    return written
