@@ -251,12 +251,15 @@ def doctor(run_dir: Path) -> None:
 @click.option("--simulations", type=click.IntRange(min=1), help="Simulations per move of the network(s) [eval.simulations, else mcts.simulations].")
 @click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
 @click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
+@click.option("--adjudicate-material", type=click.IntRange(min=0),
+              help="Score a game drawn by repetition/fifty moves/max plies as a win for a side this much material ahead [eval.adjudicate_material].")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of random/greedy players and random openings.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 @click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
-             openings: str | None, max_plies: int | None, seed: int, device: str, stockfish_path: str | None, quiet: bool) -> None:
+             openings: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
+             stockfish_path: str | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
 
     Each match is appended to RUN/eval/ledger.jsonl and its games saved as PGN under RUN/eval/. A match already
@@ -273,7 +276,8 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     for spec in opponents or split_opponents(cfg.eval.opponents):
         try:
             entry, played = run_match(run_dir, cfg, generation, spec, games, simulations, openings, seed, max_plies,
-                                      device, stockfish_path, echo=(lambda s: None) if quiet else click.echo)
+                                      device, stockfish_path, adjudicate_material,
+                                      echo=(lambda s: None) if quiet else click.echo)
         except AzhpcError as exc:  # one opponent failing (stockfish missing) does not stop the others
             click.echo(f"azhpc: {exc}", err=True)
             failed.append(spec)
@@ -286,12 +290,14 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--anchor", default="random", show_default=True, help="Player pinned at Elo 0.")
+@click.option("--adjudicate-material", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Fit the matches scored with this material adjudication (0: chess rules only).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def elo(run_dir: Path, anchor: str, as_json: bool) -> None:
+def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool) -> None:
     """Ratings of every evaluated generation and opponent of a run, with 95% intervals (RUN/eval/ratings.json)."""
     from .evaluate.ladder import run_ladder
 
-    table, entries = run_ladder(run_dir, anchor)
+    table, entries = run_ladder(run_dir, anchor, adjudicate_material)
     if as_json:
         click.echo(json.dumps({"anchor": anchor, "ratings": [r.__dict__ for r in table]}, indent=1))
         return

@@ -198,6 +198,8 @@ class EvalConfig:
     games: int = 20  # games per opponent; each opening is played with both colours
     simulations: int = 0  # simulations per move of the network(s); 0: mcts.simulations
     max_plies: int = 400  # a game still going after this many plies is a draw
+    adjudicate_material: int = 0  # > 0: a game drawn by repetition, fifty moves or max_plies while a side is this much
+                                  # material ahead (pawn 1 ... queen 9) is scored as its win; 0: chess rules only
     openings: str = "book"  # book (the shipped balanced set) or random:K (K random plies per opening, seeded)
     parallel: int = 64  # games played at once; the network searches all of them in shared batches
     time_min: int = 30  # time limit of an evaluation job, minutes
@@ -206,6 +208,7 @@ class EvalConfig:
         _check(self.games >= 1, "eval.games", "must be >= 1")
         _check(self.simulations >= 0, "eval.simulations", "must be >= 0 (0: mcts.simulations)")
         _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
+        _check(self.adjudicate_material >= 0, "eval.adjudicate_material", "must be >= 0 (0: no adjudication)")
         _check(self.parallel >= 1, "eval.parallel", "must be >= 1")
         _check(self.time_min >= 1, "eval.time_min", "must be >= 1")
         _check(self.openings == "book" or bool(re.fullmatch(r"random:([1-9]|[1-3][0-9]|40)", self.openings)),

@@ -15,7 +15,7 @@ from alphazero_hpc.checkpoint import save_checkpoint
 from alphazero_hpc.errors import AzhpcError, RunDirError
 from alphazero_hpc.evaluate.elo import MatchScore, elo_from_score, expected_score, fit_ratings
 from alphazero_hpc.evaluate.ledger import append_entry, read_ledger
-from alphazero_hpc.evaluate.match import book_openings, openings_from_spec, play_match
+from alphazero_hpc.evaluate.match import _ended, book_openings, openings_from_spec, play_match
 from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer, find_stockfish
 from alphazero_hpc.model import build_model
 from alphazero_hpc.paths import RunPaths
@@ -133,6 +133,18 @@ def test_openings_vary_games_and_are_played_with_both_colours():
     assert len(first_moves) == 4
     with pytest.raises(AzhpcError, match="random:K"):
         openings_from_spec("randomly", 8, 0)
+
+
+def test_material_adjudication_scores_draws_by_rule_only():
+    board = chess.Board("7k/8/8/8/8/8/8/KQ6 w - - 0 1")
+    for _ in range(2):
+        for san in ("Ka2", "Kg8", "Ka1", "Kh8"):
+            board.push_san(san)
+    assert _ended(board, 400) == ("1/2-1/2", "threefold repetition")
+    assert _ended(board, 400, adjudicate_material=9) == ("1-0", "material adjudication (threefold repetition)")
+    assert _ended(board, 400, adjudicate_material=10) == ("1/2-1/2", "threefold repetition")
+    stalemate = chess.Board("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1")
+    assert _ended(stalemate, 400, adjudicate_material=1) == ("1/2-1/2", "stalemate")  # a rule of chess stays
 
 
 def test_greedy_beats_random():

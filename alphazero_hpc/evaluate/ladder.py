@@ -12,20 +12,24 @@ from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import read_ledger
 
 
-def run_ladder(run_dir: Path, anchor: str = "random") -> tuple[list[Rating], list[dict[str, Any]]]:
-    """Fit the ladder of a run (``anchor`` at Elo 0) and store it in RUN/eval/ratings.json."""
+def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0) -> tuple[list[Rating], list[dict[str, Any]]]:
+    """Fit the ladder of a run (``anchor`` at Elo 0) over the matches scored with ``adjudicate_material``
+    (0: chess rules only; matches scored differently are not mixed) and store it in RUN/eval/ratings.json."""
     paths = RunPaths(run_dir)
-    entries = read_ledger(paths.ledger)
+    entries = [e for e in read_ledger(paths.ledger) if e.get("adjudicate_material", 0) == adjudicate_material]
     if not entries:
-        raise AzhpcError(f"no evaluations in {paths.ledger}: run azhpc evaluate {run_dir} --generation G --opponent random first")
+        raise AzhpcError(f"no evaluations in {paths.ledger}"
+                         + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
+                         + f": run azhpc evaluate {run_dir} --generation G --opponent random first")
     names = {e["player"] for e in entries} | {e["opponent"] for e in entries}
     if anchor not in names:
         raise AzhpcError(f"anchor '{anchor}' played no match in {paths.ledger}: evaluate a generation against it, "
                          f"or pass --anchor with one of {', '.join(sorted(names))}")
     matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
     table = ladder_table(fit_ratings(matches, anchor))
-    fsutil.write_json(paths.eval_dir / "ratings.json",
-                      {"anchor": anchor, "matches": len(entries),
+    name = "ratings.json" if not adjudicate_material else f"ratings-adjudicated-{adjudicate_material}.json"
+    fsutil.write_json(paths.eval_dir / name,
+                      {"anchor": anchor, "matches": len(entries), "adjudicate_material": adjudicate_material,
                        "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
                       doing="writing the ratings")
     return table, entries

@@ -31,6 +31,7 @@ class MatchPlan:
     openings: str
     seed: int
     max_plies: int
+    adjudicate_material: int = 0
 
     @property
     def player(self) -> str:
@@ -39,7 +40,8 @@ class MatchPlan:
     @property
     def key(self) -> str:
         return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.simulations}|openings={self.openings}"
-                f"|seed={self.seed}|max_plies={self.max_plies}")
+                f"|seed={self.seed}|max_plies={self.max_plies}"
+                + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else ""))
 
     @property
     def pgn_name(self) -> str:
@@ -89,14 +91,15 @@ def make_opponent(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rule
 
 def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: int | None = None,
              simulations: int | None = None, openings: str | None = None, seed: int = 0, max_plies: int | None = None,
-             device: str = "auto", stockfish: str | None = None,
+             device: str = "auto", stockfish: str | None = None, adjudicate_material: int | None = None,
              echo: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
     """Play the match unless the ledger has it; returns (its entry, whether it was played now)."""
     paths = RunPaths(run_dir)
     ev = cfg.eval
     plan = MatchPlan(generation, canonical_opponent(opponent, generation), games or ev.games,
                      simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
-                     max_plies or ev.max_plies)
+                     max_plies or ev.max_plies,
+                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     done = find_entry(paths.ledger, plan.key)
@@ -116,7 +119,8 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
 
     try:
         outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=ev.parallel,
-                              event=f"azhpc evaluate {paths.root.name}", on_game=on_game)
+                              event=f"azhpc evaluate {paths.root.name}", adjudicate_material=plan.adjudicate_material,
+                              on_game=on_game)
     finally:
         rival.close()
     seconds = time.perf_counter() - t0
@@ -124,9 +128,14 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     fsutil.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
     score = MatchScore(sum(o.first_points == 1.0 for o in outcomes), sum(o.first_points == 0.5 for o in outcomes),
                        sum(o.first_points == 0.0 for o in outcomes))
+    if plan.adjudicate_material:  # the same games under chess rules only: adjudicated games are draws
+        ruled = [0.5 if o.termination.startswith("material adjudication") else o.first_points for o in outcomes]
+        rules_only = MatchScore(ruled.count(1.0), ruled.count(0.5), ruled.count(0.0)).summary()
     entry: dict[str, Any] = {
         "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": generation,
         "simulations": plan.simulations, "openings": plan.openings, "seed": seed, "max_plies": plan.max_plies,
+        "adjudicate_material": plan.adjudicate_material,
+        **({"rules_only": rules_only} if plan.adjudicate_material else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),
@@ -144,7 +153,9 @@ def describe(entry: dict[str, Any]) -> str:
     lo, hi = format_elo(entry["elo_low"], 0.0), format_elo(entry["elo_high"], 1.0)
     return (f"{entry['player']} vs {entry['opponent']}: +{entry['wins']} ={entry['draws']} -{entry['losses']} "
             f"({entry['games']} games, score {s:.3f}), Elo {format_elo(entry['elo'], s)} [95% {lo}, {hi}], "
-            f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move")
+            f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move"
+            + (f", draws by rule with >= {entry['adjudicate_material']} material ahead scored as wins"
+               if entry.get("adjudicate_material") else ""))
 
 
 def eval_progress_path(paths: RunPaths, generation: int) -> Path:
