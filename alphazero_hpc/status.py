@@ -107,7 +107,9 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
         row = {"task": t, "state": state, "detail": detail, "attempt": (p or {}).get("attempt", 0),
                "games": (p or {}).get("games_done", 0), "games_target": (p or {}).get("games_target", 0),
                "positions": (p or {}).get("positions", 0), "shards": (p or {}).get("shards_done", 0),
-               "games_per_s": (p or {}).get("games_per_s", 0.0), "host": (p or {}).get("host", "")}
+               "games_per_s": (p or {}).get("games_per_s", 0.0), "host": (p or {}).get("host", ""),
+               "search_workers": (p or {}).get("search_workers", 0),
+               "search_worker_restarts": (p or {}).get("search_worker_restarts", 0)}
         tasks.append(row)
         for k in totals:
             if p and k != "games_per_s":
@@ -120,7 +122,7 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
           "avg_game_plies": totals["plies"] / totals["games_in_shards"] if totals["games_in_shards"] else 0.0,
           "wdl": [totals["white_wins"], totals["draws"], totals["black_wins"]],
           "resign_false_positives": totals["resign_false_positives"], "playthrough_games": totals["playthrough_games"],
-          "task_rows": tasks}
+          "search_worker_restarts": sum(r["search_worker_restarts"] for r in tasks), "task_rows": tasks}
     m = _metrics(paths, g)
     tp = read_progress(paths.train_progress(g + 1)) or {}
     ckpt = paths.model(g + 1)
@@ -195,11 +197,14 @@ def render(status: dict[str, Any]) -> str:
         lines.append(f"gen {g:>3}  self-play  {sp['done']}/{sp['tasks']} done, {sp['running']} running, {sp['pending']} pending, "
                      f"{sp['failed']} failed | {sp['games']}/{sp['games_target']} games, {sp['positions']} positions, "
                      f"{sp['shards']} shards | {sp['games_per_s']:.2f} games/s, {sp['avg_game_plies']:.1f} plies/game, "
-                     f"W/D/L {wdl}, resign false positives {sp['resign_false_positives']}/{sp['playthrough_games']}")
+                     f"W/D/L {wdl}, resign false positives {sp['resign_false_positives']}/{sp['playthrough_games']}"
+                     + (f", search workers restarted {sp['search_worker_restarts']}x" if sp["search_worker_restarts"] else ""))
         for row in sp["task_rows"]:
             if row["state"] == "running":
+                workers = (f", {row['search_workers']} search workers ({row['search_worker_restarts']} restarted)"
+                           if row["search_workers"] else "")
                 lines.append(f"           task {row['task']:>4}  running on {row['host'] or '?'}: {row['games']}/{row['games_target']} games, "
-                             f"{row['positions']} positions, {row['games_per_s']:.2f} games/s (attempt {row['attempt']})")
+                             f"{row['positions']} positions, {row['games_per_s']:.2f} games/s{workers} (attempt {row['attempt']})")
             elif row["state"] == "failed":
                 lines.append(f"           task {row['task']:>4}  FAILED (attempt {row['attempt']}): {row['detail']}")
         loss = (f", policy loss {tr['policy_loss']:.3f}, value loss {tr['value_loss']:.3f}"

@@ -20,7 +20,7 @@ from alphazero_hpc.searchpool import SearchPool
 from alphazero_hpc.shards import read_shard
 from alphazero_hpc.worker import run_selfplay_task, search_workers
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, TINY, run_cli
 
 FAST = ["selfplay.games_per_generation=12", "selfplay.games_per_shard=2", "selfplay.games_in_flight=3",
         "selfplay.max_plies=40", "mcts.simulations=8", "mcts.fast_simulations=2", "model.history=2"]
@@ -121,6 +121,8 @@ def test_killed_worker_is_reported_and_replaced(tmp_path):
     final = read_progress(RunPaths(run).progress(0, 0))
     assert final["status"] == "done" and final["search_worker_restarts"] == 1
     assert final["games_in_shards"] == 16 and victim not in final["search_worker_pids"]
+    shown = run_cli("status", str(run))
+    assert shown.returncode == 0 and "search workers restarted 1x" in shown.stdout, shown.stdout
     shards = _shards(run)
     assert len(shards) == 4
     assert final["positions"] == sum(len(s) for s in shards.values())
