@@ -83,10 +83,11 @@ class SelfPlayConfig:
                                # their leaves form the network batches
     pipeline: bool = False  # two halves of the games take turns, one half's network call overlapping the other's
                             # search: pays off when the network runs on a GPU; on CPU cores it is a wash
-    max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw ...
-    adjudicate_material: int = 0  # ... unless a side is ahead by at least this much material (pawn 1, knight and
-                                  # bishop 3, rook 5, queen 9): then it wins. 0: always a draw (AlphaZero). Gives
-                                  # small runs whose games mostly reach max_plies a value target (docs/evaluation.md)
+    max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw
+    adjudicate_material: int = 0  # > 0: a game drawn by max_plies, repetition or no progress while a side is at least
+                                  # this much material ahead (pawn 1, knight and bishop 3, rook 5, queen 9) counts as
+                                  # that side's win. 0: draws stay draws (AlphaZero). Gives small runs, whose games
+                                  # mostly end in such draws, a value target (docs/evaluation.md)
     temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
     temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`
     final_temperature: float = 0.0  # 0 plays the most visited move

@@ -293,7 +293,7 @@ class SelfPlayEngine:
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
             result, termination = int(round(term)) * side, self._termination(g)
-            if termination == "max plies" and sp.adjudicate_material > 0:
+            if termination in ("max plies", "repetition", "no progress") and sp.adjudicate_material > 0:
                 balance = material_balance(g.board)
                 if abs(balance) >= sp.adjudicate_material:
                     result, termination = (1 if balance > 0 else -1), "material adjudication"
