@@ -181,7 +181,7 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     from .checkpoint import load_model
     from .config import MCTSConfig
     from .inference import TorchEvaluator, pick_device
-    from .mcts import Rules
+    from .evaluate.runner import search_rules
     from .paths import RunPaths
     from .run import read_run_config
 
@@ -190,6 +190,6 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     run = RunPaths(Path(checkpoint).resolve().parent.parent)
     if run.config.exists():  # a checkpoint inside a run folder searches with that run's settings
         mcts = read_run_config(run).mcts
-    player = NetPlayer(TorchEvaluator(model, pick_device(device)), mcts, simulations, Rules(3, 100, 10**6), "uci")
+    player = NetPlayer(TorchEvaluator(model, pick_device(device)), mcts, simulations, search_rules(10**6), "uci")
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(player, simulations, movetime_ms, stdout, name).run(stdin)

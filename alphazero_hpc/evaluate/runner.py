@@ -48,6 +48,14 @@ class MatchPlan:
         return "vs-" + re.sub(r"[^A-Za-z0-9]+", "-", self.opponent).strip("-") + f"-s{self.seed}"
 
 
+def search_rules(max_plies: int) -> Rules:
+    """What the network's search (not the game) counts as the end: as lc0 does, a position seen before in the
+    game or the tree is a draw, so a side that is ahead makes progress instead of repeating moves until the
+    threefold claim (the learning run's networks drew 19 of 20 won games against random that way;
+    docs/evaluation.md). The game itself ends by the rules of chess (``match._ended``)."""
+    return Rules(repetitions_for_draw=2, no_progress_plies=100, max_plies=max_plies)
+
+
 def canonical_opponent(spec: str, generation: int) -> str:
     """The ladder name of an opponent given on the command line or in eval.opponents."""
     spec = spec.strip()
@@ -105,7 +113,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     done = find_entry(paths.ledger, plan.key)
     if done is not None:
         return done, False
-    rules = Rules(cfg.selfplay.repetitions_for_draw, 100, plan.max_plies + 2)
+    rules = search_rules(plan.max_plies + 2)
     book = openings_from_spec(plan.openings, plan.games, seed)
     player = _net_player(paths, cfg, generation, plan.simulations, rules, device)
     rival = make_opponent(plan.opponent, paths, cfg, plan, rules, device, stockfish)
