@@ -325,11 +325,13 @@ def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-def plot(run_dir: Path) -> None:
+@click.option("--adjudicate-material", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Plot the ladder of the matches scored with this material adjudication (0: chess rules only).")
+def plot(run_dir: Path, adjudicate_material: int) -> None:
     """PNG figures in RUN/plots: Elo per generation and per compute hour, losses, game statistics (needs matplotlib)."""
     from .plot import plot_run
 
-    for path in plot_run(run_dir):
+    for path in plot_run(run_dir, adjudicate_material):
         click.echo(f"wrote {path}")
 
 

@@ -51,7 +51,7 @@ def _save(fig: Any, dest: Path) -> None:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
 
 
-def plot_run(run_dir: Path) -> list[Path]:
+def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
     plt = _pyplot()
     from .status import collect
 
@@ -62,10 +62,15 @@ def plot_run(run_dir: Path) -> list[Path]:
     written = []
 
     # Elo ------------------------------------------------------------------------------------------------
+    table = None
     if paths.ledger.exists():
         from .evaluate.ladder import generation_of, run_ladder
 
-        table, _ = run_ladder(run_dir)
+        try:
+            table, _ = run_ladder(run_dir, adjudicate_material=adjudicate_material)
+        except AzhpcError as exc:  # no match scored this way (or no anchor): the other figures still come
+            print(f"azhpc plot: no Elo figure: {exc}")
+    if table is not None:
         rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
         anchors = [r for r in table if generation_of(r.name) is None and r.elo is not None]
         hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
@@ -79,7 +84,8 @@ def plot_run(run_dir: Path) -> list[Path]:
                 ax.axhline(a.elo, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{a.name} ({a.elo:+.0f})")
             ax.set_xlabel(label)
             ax.grid(alpha=0.3)
-        axes[0].set_ylabel("Elo (random = 0)")
+        axes[0].set_ylabel("Elo (random = 0)" + (f"; draws by rule >= {adjudicate_material} material ahead = win"
+                                                  if adjudicate_material else ""))
         axes[0].set_title("Strength per generation")
         axes[1].set_title("Strength per compute")
         axes[1].legend(loc="best", fontsize=8)
