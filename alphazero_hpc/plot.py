@@ -53,6 +53,8 @@ def _save(fig: Any, dest: Path) -> None:
 
 def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     from .status import collect
 
     paths = RunPaths(run_dir)
@@ -74,7 +76,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
         anchors = [r for r in table if generation_of(r.name) is None and r.elo is not None]
         hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, layout="constrained")
         for ax, xs, label in ((axes[0], [g for g, _ in rated], "generation"),
                               (axes[1], [hours[g - 1] if g > 0 else 0.0 for g, _ in rated], f"{device}-hours (self-play + training)")):
             ys = [r.elo for _, r in rated]
@@ -84,6 +86,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
                 ax.axhline(a.elo, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{a.name} ({a.elo:+.0f})")
             ax.set_xlabel(label)
             ax.grid(alpha=0.3)
+        axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
         axes[0].set_ylabel("Elo (random = 0)" + (f"; draws by rule >= {adjudicate_material} material ahead = win"
                                                   if adjudicate_material else ""))
         axes[0].set_title("Strength per generation")
@@ -107,7 +110,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         bounds.append(offset)
         offset += max((r["step"] for r in rows), default=0)
     if steps:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
         for ax, ys, name in ((axes[0], pol, "policy loss (cross-entropy, nats)"), (axes[1], val, "value loss (W/D/L cross-entropy, nats)")):
             ax.plot(steps, ys, linewidth=1)
             for b in bounds[1:]:
@@ -123,7 +126,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
     played = [g for g in gens if g["selfplay"]["games"]]
     if played:
         x = [g["generation"] for g in played]
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
         axes[0].plot(x, [g["selfplay"]["avg_game_plies"] for g in played], "o-")
         axes[0].set_ylabel("mean game length (plies)")
         wdl = [g["selfplay"]["wdl"] for g in played]
@@ -134,9 +137,10 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         fp = [100 * g["selfplay"]["resign_false_positives"] / g["selfplay"]["playthrough_games"]
               if g["selfplay"]["playthrough_games"] else float("nan") for g in played]
         axes[2].plot(x, fp, "o-", color="C3")
-        axes[2].set_ylabel("resignation false positives (% of playthrough games)")
+        axes[2].set_ylabel("resign false positives (% of playthrough)")
         for ax in axes:
             ax.set_xlabel("generation")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
         _save(fig, paths.root / "plots" / "games.png")
         plt.close(fig)

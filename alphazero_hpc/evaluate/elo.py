@@ -103,7 +103,7 @@ def _finite(x: float) -> float | None:
 def format_elo(x: float | None, score: float) -> str:
     if x is None:
         return "+inf" if score >= 0.5 else "-inf"
-    return f"{x:+.0f}"
+    return f"{round(x) + 0:+d}"  # + 0: no "-0"
 
 
 @dataclass(frozen=True)
