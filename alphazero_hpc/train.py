@@ -260,6 +260,10 @@ class Trainer:
                                    "world_size": self.env.world,
                                    "skipped_steps": skipped, "metrics": metrics})
             self.log(f"wrote {self.out}")
+        if self.env.world > 1:
+            # Ranks leave together: a rank that tore gloo down while rank 0 was still writing the checkpoint
+            # aborted ("terminate called without an active exception") and failed the job after its work was done.
+            dist.barrier()
         return {"status": "trained", "steps": step}
 
     def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
