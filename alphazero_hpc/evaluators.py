@@ -11,17 +11,22 @@ import numpy as np
 from .encoding import NUM_MOVES
 
 PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
-_POINTS = ((chess.PAWN, 1), (chess.KNIGHT, 3), (chess.BISHOP, 3), (chess.ROOK, 5), (chess.QUEEN, 9))
+_POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # the same values, per python-chess piece
 
 
 def material_balance(board: chess.Board) -> int:
     """White's material minus Black's in pawns (P 1, N 3, B 3, R 5, Q 9)."""
-    white, black = board.occupied_co[chess.WHITE], board.occupied_co[chess.BLACK]
-    total = 0
-    for piece, points in _POINTS:
-        bb = board.pieces_mask(piece, chess.WHITE) | board.pieces_mask(piece, chess.BLACK)
-        total += points * (chess.popcount(bb & white) - chess.popcount(bb & black))
-    return total
+    return sum(points * (chess.popcount(board.pieces_mask(piece, chess.WHITE)) - chess.popcount(board.pieces_mask(piece, chess.BLACK)))
+               for piece, points in _POINTS)
+
+
+def material_winner(board: chess.Board, threshold: int) -> int:
+    """+1 if White is at least ``threshold`` pawns of material ahead, -1 if Black is, else 0 (also when
+    ``threshold`` is 0: no adjudication). Self-play and evaluation adjudicate draws by rule with it."""
+    if threshold <= 0:
+        return 0
+    balance = material_balance(board)
+    return (1 if balance > 0 else -1) if abs(balance) >= threshold else 0
 
 
 class UniformEvaluator:

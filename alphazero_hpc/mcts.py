@@ -20,7 +20,7 @@ import chess
 import numpy as np
 
 from .config import MCTSConfig
-from .encoding import batch_from_chains, count_repetitions, encode_batch, extend_chain, move_indices
+from .encoding import batch_from_chains, chain_for_board, count_repetitions, encode_batch, extend_chain, move_indices
 
 NOT_TERMINAL = np.float32(np.nan)
 
@@ -164,6 +164,20 @@ class Forest:
     def new_node(self, board: chess.Board, parent_chain: tuple | None) -> int:
         """Add one node for ``board`` (the forest owns the board from now on); see ``add_nodes``."""
         return self.add_nodes([board], [parent_chain])[0]
+
+    def new_root(self, board: chess.Board) -> int:
+        """A node for a game's current position, its history read from ``board``'s move stack. A position
+        these rules end but the game does not (a repetition or move count nobody claimed) is searched anyway."""
+        parent = None
+        if board.move_stack:
+            before = board.copy()
+            before.pop()
+            parent = chain_for_board(before, self.history)
+        root = self.new_node(board.copy(stack=False), parent)
+        if self.terminal_value(root) is not None and not board.is_game_over():
+            self._term.a[root] = np.nan
+            self.legal[root] = list(board.legal_moves)
+        return root
 
     def add_nodes(self, boards: Sequence[chess.Board], parent_chains: Sequence[tuple | None]) -> list[int]:
         """Add a node per board and decide which ones end the game (the python-chess hot path)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from .config import Config
 from .encoding import PositionBatch, batch_from_chains, move_indices
-from .evaluators import material_balance
+from .evaluators import material_winner
 from .mcts import BatchedSearch, Evaluator, Forest, Rules
 
 
@@ -293,10 +293,10 @@ class SelfPlayEngine:
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
             result, termination = int(round(term)) * side, self._termination(g)
-            if termination in ("max plies", "repetition", "no progress") and sp.adjudicate_material > 0:
-                balance = material_balance(g.board)
-                if abs(balance) >= sp.adjudicate_material:
-                    result, termination = (1 if balance > 0 else -1), "material adjudication"
+            if termination in ("max plies", "repetition", "no progress"):
+                winner = material_winner(g.board, sp.adjudicate_material)
+                if winner:
+                    result, termination = winner, "material adjudication"
             return self._finish(g, result=result, termination=termination)
         self._begin_move(g)
         return None

@@ -91,12 +91,23 @@ def collect(run_dir: Path) -> dict[str, Any]:
             sup["state"] = "lost"
             sup["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
         out["supervisor"] = sup
+    ledger = _ledger(paths)
     for g in range(plan.generations):
-        out["generations"].append(_generation(paths, cfg, plan, record, states, g))
+        out["generations"].append(_generation(paths, cfg, plan, record, states, g, ledger))
     return out
 
 
-def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
+def _ledger(paths: RunPaths) -> tuple[list[dict[str, Any]], str]:
+    """The evaluation ledger's entries (read once per status), or the line saying why it cannot be read."""
+    from .evaluate.ledger import read_ledger
+
+    try:
+        return read_ledger(paths.ledger), ""
+    except AzhpcError as exc:
+        return [], str(exc)
+
+
+def _generation(paths, cfg, plan, record, states, g: int, ledger: tuple[list[dict[str, Any]], str]) -> dict[str, Any]:
     tasks, totals = [], {"games_done": 0, "plies": 0, "games_in_shards": 0, "white_wins": 0, "draws": 0, "black_wins": 0,
                           "playthrough_games": 0, "would_resign": 0, "resign_false_positives": 0, "games_per_s": 0.0}
     counts = {"done": 0, "running": 0, "pending": 0, "failed": 0}
@@ -152,22 +163,17 @@ def _generation(paths, cfg, plan, record, states, g: int) -> dict[str, Any]:
             elif tj and tj[-1]["state"].startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
                 train["state"] = "failed"
                 train["error"] = train["error"] or f"job {tj[-1]['job_id']} {tj[-1]['state']}"
-    return {"generation": g, "selfplay": sp, "train": train, "eval": _eval(paths, g + 1, jobs, record), "jobs": jobs}
+    return {"generation": g, "selfplay": sp, "train": train, "eval": _eval(paths, g + 1, jobs, ledger), "jobs": jobs}
 
 
-def _eval(paths: RunPaths, network: int, jobs: list[dict], record: LaunchRecord | None) -> dict[str, Any] | None:
+def _eval(paths: RunPaths, network: int, jobs: list[dict], ledger: tuple[list[dict[str, Any]], str]) -> dict[str, Any] | None:
     """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
     progress, its job, and every ledger match that network played. None when it was never evaluated."""
     from .evaluate.elo import format_elo
-    from .evaluate.ledger import read_ledger
     from .evaluate.runner import eval_progress_path
 
-    try:
-        entries = [e for e in read_ledger(paths.ledger) if e["player"] == f"gen:{network}"]
-    except AzhpcError as exc:
-        entries, ledger_error = [], str(exc)
-    else:
-        ledger_error = ""
+    all_entries, ledger_error = ledger
+    entries = [e for e in all_entries if e["player"] == f"gen:{network}"]
     progress = read_progress(eval_progress_path(paths, network)) or {}
     job = next((j for j in reversed(jobs) if j["stage"] == "eval"), None)
     if not entries and not progress and job is None:
@@ -175,7 +181,7 @@ def _eval(paths: RunPaths, network: int, jobs: list[dict], record: LaunchRecord 
     state = progress.get("status") or ("pending" if job is not None else "done")
     if job is not None and state in ("pending", "running"):
         js = job["state"].split("/")[0]
-        if js.startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")) or js == "failed":
+        if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
             state = "failed"
     matches = [f"vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
                f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]

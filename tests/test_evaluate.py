@@ -234,3 +234,19 @@ def test_stockfish_opponent(eval_run, stockfish):
     assert entry["opponent"] == "stockfish:skill=0,nodes=200" and entry["games"] == 2
     pgn = (eval_run / entry["pgn"]).read_text()
     assert pgn.count("[Event ") == 2 and '[Black "stockfish:skill=0,nodes=200"]' in pgn
+
+
+def test_net_player_searches_a_repeated_position_nobody_claimed():
+    # Under the evaluation search's rules a repeated position is a draw; the game goes on, so the root must
+    # still be searched (Forest.new_root) and a legal move come back.
+    from alphazero_hpc.config import MCTSConfig
+    from alphazero_hpc.evaluate.players import NetPlayer
+    from alphazero_hpc.evaluate.runner import search_rules
+    from alphazero_hpc.evaluators import MaterialEvaluator
+
+    board = chess.Board()
+    for san in ("Nf3", "Nf6", "Ng1", "Ng8"):  # the start position again: seen twice, not claimable
+        board.push_san(san)
+    player = NetPlayer(MaterialEvaluator(2), MCTSConfig(), 8, search_rules(400), "material")
+    (result,) = player.search([board], 8)
+    assert result.move in board.legal_moves and result.visits == 9

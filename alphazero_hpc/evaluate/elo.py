@@ -51,6 +51,12 @@ class MatchScore:
         if min(self.wins, self.draws, self.losses) < 0:
             raise ValueError("wins, draws and losses must be >= 0")
 
+    @classmethod
+    def from_points(cls, points: Iterable[float]) -> MatchScore:
+        """From the first player's points per game (1, 0.5 or 0)."""
+        pts = list(points)
+        return cls(pts.count(1.0), pts.count(0.5), pts.count(0.0))
+
     @property
     def games(self) -> int:
         return self.wins + self.draws + self.losses

@@ -18,7 +18,7 @@ import chess.pgn
 import numpy as np
 
 from ..errors import AzhpcError
-from ..evaluators import material_balance
+from ..evaluators import material_winner
 from .players import Player
 
 
@@ -99,10 +99,9 @@ def _ended(board: chess.Board, max_plies: int, adjudicate_material: int = 0) -> 
         draw = "max plies"
     else:
         return None
-    if adjudicate_material > 0:
-        balance = material_balance(board)
-        if abs(balance) >= adjudicate_material:
-            return ("1-0" if balance > 0 else "0-1"), f"material adjudication ({draw})"
+    winner = material_winner(board, adjudicate_material)
+    if winner:
+        return ("1-0" if winner > 0 else "0-1"), f"material adjudication ({draw})"
     return "1/2-1/2", draw
 
 

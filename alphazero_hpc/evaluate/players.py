@@ -16,7 +16,6 @@ import chess
 import numpy as np
 
 from ..config import MCTSConfig
-from ..encoding import chain_for_board
 from ..errors import AzhpcError
 from ..evaluators import material_balance
 from ..mcts import BatchedSearch, Evaluator, Forest, Rules
@@ -99,19 +98,7 @@ class NetPlayer:
         history = self.evaluator.history
         forest = Forest(self.rules, history)
         search = BatchedSearch(forest, self.evaluator, self.mcts, history)
-        roots = []
-        for b in boards:
-            parent = None
-            if b.move_stack:
-                before = b.copy()
-                before.pop()
-                parent = chain_for_board(before, history)
-            root = forest.new_node(b.copy(stack=False), parent)
-            if forest.terminal_value(root) is not None and not b.is_game_over():
-                # Drawn by the search's rules (repetition, move count) but nobody claimed it: play on.
-                forest._term.a[root] = np.nan
-                forest.legal[root] = list(b.legal_moves)
-            roots.append(root)
+        roots = [forest.new_root(b) for b in boards]
         done = 0
         while True:
             search.step(roots)  # the first step expands the roots; each later one is one simulation per root

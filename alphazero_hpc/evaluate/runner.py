@@ -134,11 +134,10 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     seconds = time.perf_counter() - t0
     pgn_path = paths.eval_pgn(generation, plan.pgn_name)
     fsutil.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
-    score = MatchScore(sum(o.first_points == 1.0 for o in outcomes), sum(o.first_points == 0.5 for o in outcomes),
-                       sum(o.first_points == 0.0 for o in outcomes))
+    score = MatchScore.from_points(o.first_points for o in outcomes)
     if plan.adjudicate_material:  # the same games under chess rules only: adjudicated games are draws
-        ruled = [0.5 if o.termination.startswith("material adjudication") else o.first_points for o in outcomes]
-        rules_only = MatchScore(ruled.count(1.0), ruled.count(0.5), ruled.count(0.0)).summary()
+        rules_only = MatchScore.from_points(0.5 if o.termination.startswith("material adjudication") else o.first_points
+                                            for o in outcomes).summary()
     entry: dict[str, Any] = {
         "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": generation,
         "simulations": plan.simulations, "openings": plan.openings, "seed": seed, "max_plies": plan.max_plies,

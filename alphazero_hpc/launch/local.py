@@ -44,9 +44,10 @@ class LocalSupervisor:
         self.on_tick, self.tick_s, self._last_tick = on_tick, tick_s, 0.0
         self.running: list[_Proc] = []
         self.evals: list[_Proc] = []  # evaluation processes: nothing waits for them but the end of the run
-        self.eval_enabled = read_run_config(self.paths).eval.enabled
+        cfg = read_run_config(self.paths)
+        self.eval_enabled = cfg.eval.enabled
         self._stop = False
-        self.max_attempts = int(record.supervisor.get("max_attempts") or read_run_config(self.paths).slurm.max_attempts)
+        self.max_attempts = int(record.supervisor.get("max_attempts") or cfg.slurm.max_attempts)
 
     def _save(self, **supervisor) -> None:
         self.record.supervisor.update(supervisor, updated=time.time())
