@@ -46,6 +46,13 @@ class SelfPlayBench:
     share_encoding: float | None
     shard_io_s: float | None
     bytes_per_position: float | None
+    # search pool only (workers > 0):
+    network_threads: int | None = None  # torch threads the server's network ran with on the CPU (tuned)
+    thread_rates: dict | None = None  # evaluations/s the server measured at each thread count while tuning
+    raw_every_core_per_s: float | None = None  # raw rate with torch's own thread count (every core)
+    network_busy: float | None = None  # share of the window the server spent inside the network
+    cpu_server: float | None = None  # CPU cores used by the server process over the window
+    cpu_workers: list | None = None  # the same for each search worker
 
     def render(self) -> str:
         who = f"{self.workers} search workers x " if self.workers else ""
@@ -58,6 +65,15 @@ class SelfPlayBench:
             f"raw network evals/s      {self.raw_evaluations_per_s:10.1f}  (same batch, same process)",
             f"ratio                    {self.ratio:10.3f}",
         ]
+        if self.workers:
+            if self.network_threads is not None:
+                tried = ", ".join(f"{t}: {r:.0f}/s" for t, r in (self.thread_rates or {}).items())
+                lines.insert(5, f"raw, every core           {self.raw_every_core_per_s:10.1f}  (the server ran with "
+                                f"{self.network_threads} thread(s); tuning: {tried or '-'})")
+            lines.append(f"network busy             {self.network_busy:10.1%}  (server's time inside the network)")
+            if self.cpu_server is not None:
+                lines.append(f"CPU cores used           server {self.cpu_server:.2f}, workers "
+                             + " ".join(f"{c:.2f}" for c in self.cpu_workers))
         if self.share_network is None:
             return "\n".join(lines)
         lines += [
@@ -159,7 +175,13 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
     if r["torch_in_workers"]:
         print("warning: torch was imported in a search worker (it must never touch CUDA)")
     mean_batch = r["evaluations"] / max(r["batches"], 1)
-    raw = raw_network_rate(evaluator, cfg.model.history, max(1, int(round(mean_batch))))
+    batch = max(1, int(round(mean_batch)))
+    raw_all = raw = raw_network_rate(evaluator, cfg.model.history, batch)
+    if r["threads"] is not None and r["threads"] != evaluator.cpu_threads():
+        before = evaluator.cpu_threads()
+        evaluator.set_threads(r["threads"])  # like for like: the thread count the server ran with
+        raw = raw_network_rate(evaluator, cfg.model.history, batch)
+        evaluator.set_threads(before)
     elapsed = r["seconds"]
     evals_per_s = r["evaluations"] / elapsed
     return SelfPlayBench(
@@ -170,6 +192,8 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
         raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
         cpu_us_per_simulation_outside_network=None, share_network=None, share_rules=None, share_tree=None,
         share_encoding=None, shard_io_s=None, bytes_per_position=None,
+        network_threads=r["threads"], thread_rates=r["thread_rates"] or None, raw_every_core_per_s=raw_all,
+        network_busy=r["network_busy"], cpu_server=r["cpu_server"], cpu_workers=r["cpu_workers"],
     )
 
 

@@ -102,7 +102,7 @@ class SelfPlayConfig:
                               # 0: one process searches and evaluates; -1 (auto): the CPUs SLURM gave the task
                               # (SLURM_CPUS_PER_TASK) minus one, and 0 outside a SLURM job
     server_max_batch: int = 0  # most leaves in one network batch of the server; 0: all workers' leaves
-    server_max_wait_ms: float = 5.0  # the server runs a partial batch after waiting this long for the rest
+    server_max_wait_ms: float = 0.0  # hold a partial batch this long for the other workers; 0: run what waits
     search_worker_restarts: int = 2  # search workers that died (killed, OOM) are restarted this many times per task
 
     def __post_init__(self) -> None:

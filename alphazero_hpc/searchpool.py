@@ -35,6 +35,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .config import Config
+from .cputhreads import ThreadTuner
 from .encoding import NUM_MOVES, num_planes
 from .errors import AzhpcError
 from .mcts import Evaluator
@@ -157,6 +158,19 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
         engine.close()
 
 
+def _cpu_seconds(pids: list[int]) -> list[float]:
+    """User + system CPU seconds of each process (Linux ``/proc``); empty where that cannot be read."""
+    try:
+        out = []
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        return out
+    except (OSError, ValueError, IndexError):
+        return []
+
+
 def _drain(conn: Connection) -> list[Any]:
     out = []
     try:
@@ -186,6 +200,7 @@ class ServerStats:
     batches: int = 0
     evaluations: int = 0
     restarts: int = 0
+    t_network: float = 0.0  # seconds inside the network's evaluate (on a GPU: the copy and kernels, synchronised)
 
 
 class SearchPool:
@@ -210,6 +225,7 @@ class SearchPool:
         self.dead_simulations = 0
         self.pending: dict[int, int] = {}  # worker index -> rows waiting in its slot
         self.first_request = 0.0
+        self.threads: ThreadTuner | None = None
 
     # -- workers -------------------------------------------------------------------------------------
     def _spawn(self, index: int) -> _Worker:
@@ -224,6 +240,7 @@ class SearchPool:
         return _Worker(index, p, eval_here, ctl_here, pid=p.pid)
 
     def start(self) -> None:
+        self.threads = ThreadTuner(self.evaluator, self.k)
         self.workers = [self._spawn(i) for i in range(self.k)]
 
     def live(self) -> list[_Worker]:
@@ -244,6 +261,8 @@ class SearchPool:
                 w.process.kill()
             w.process.join(5)
             w.process = None
+        if self.threads is not None:
+            self.threads.restore()
 
     # -- serving -------------------------------------------------------------------------------------
     def _serve_once(self, timeout: float) -> list[tuple[_Worker, Any]]:
@@ -254,8 +273,8 @@ class SearchPool:
             objs[w.eval_conn] = ("eval", w)
             objs[w.ctl] = ("ctl", w)
             objs[w.process.sentinel] = ("exit", w)
-        if self.pending:
-            timeout = max(0.0, min(timeout, self.first_request + self.max_wait - time.monotonic()))
+        if self.pending:  # rows left over from a full batch go at once; others wait for company, up to max_wait
+            timeout = 0.0 if self._batch_ready() else max(0.0, min(timeout, self.first_request + self.max_wait - time.monotonic()))
         messages: list[tuple[_Worker, Any]] = []
         for obj in wait(list(objs), timeout):
             kind, w = objs[obj]
@@ -293,16 +312,20 @@ class SearchPool:
 
     def _run_batch(self) -> None:
         take, rows = [], 0
-        for index, n in sorted(self.pending.items()):
+        for index, n in list(self.pending.items()):  # in the order they asked: none waits behind a later one
             if rows + n > self.max_batch and take:
                 break
             take.append((index, rows, n))
             rows += n
         for index, offset, n in take:
             self.staging[offset:offset + n] = self.slots[index].planes[:n]
+        t = time.perf_counter()
         logits, values = self.evaluator.evaluate(self.staging[:rows])
+        self.stats.t_network += time.perf_counter() - t
         self.stats.batches += 1
         self.stats.evaluations += rows
+        if self.threads is not None:
+            self.threads.tick(self.stats.evaluations)
         by_index = {w.index: w for w in self.live()}
         for index, offset, n in take:
             del self.pending[index]
@@ -397,19 +420,26 @@ class SearchPool:
 
     # -- benchmark -----------------------------------------------------------------------------------
     def bench(self, seconds: float, warmup_s: float) -> dict:
-        """Endless games (``bench=True`` workers) for ``warmup_s``, then a measured window of ``seconds``."""
+        """Endless games (``bench=True`` workers) for ``warmup_s`` and until the network's CPU threads are
+        tuned, then a measured window of ``seconds``: counts, network time and each process's CPU time."""
         self.start()
         try:
             self._bench_serve(warmup_s)
-            c0, s0, t0 = self.counters(), dict(vars(self.stats)), time.perf_counter()
+            while self.threads.tuning:
+                self._bench_serve(0.2)
+            pids = [os.getpid()] + [w.pid for w in self.workers]
+            c0, s0, cpu0, t0 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids), time.perf_counter()
             self._bench_serve(seconds)
-            c1, s1, elapsed = self.counters(), dict(vars(self.stats)), time.perf_counter() - t0
+            c1, s1, cpu1 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids)
+            elapsed = time.perf_counter() - t0
         finally:
             self.shutdown()
-        batches = s1["batches"] - s0["batches"]
-        evaluations = s1["evaluations"] - s0["evaluations"]
+        cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
         return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
-                "evaluations": evaluations, "batches": batches, "most_rows": self.most_rows,
+                "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
+                "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": self.most_rows,
+                "cpu_server": cpu[0] if cpu else None, "cpu_workers": cpu[1:] or None,
+                "threads": self.threads.chosen, "thread_rates": dict(self.threads.rates),
                 "torch_in_workers": any(w.torch_imported for w in self.workers)}
 
     def _bench_serve(self, seconds: float) -> None:

@@ -88,6 +88,16 @@ class _Game:
     turns_rec: list[bool] = field(default_factory=list)
 
 
+class _Done:
+    """A network answer already in hand, read like the pipeline's future."""
+
+    def __init__(self, result: tuple) -> None:
+        self._result = result
+
+    def result(self) -> tuple:
+        return self._result
+
+
 def group_widths(games_in_flight: int, pipeline: bool) -> tuple[int, int]:
     """Games in each of the two groups; a group's leaves are one network request (one group without pipeline)."""
     return (games_in_flight - games_in_flight // 2, games_in_flight // 2) if pipeline else (games_in_flight, 0)
@@ -198,8 +208,13 @@ class SelfPlayEngine:
         if games:
             fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in games], np.float32)
             pending = self.search.prepare([g.root for g in games], fpu)
-            future = self._pool.submit(self.search.evaluate, pending.planes) if pending.planes is not None else None
-            submitted = (group, pending, future)
+            if pending.planes is None:
+                answer = None
+            elif self.pipeline:
+                answer = self._pool.submit(self.search.evaluate, pending.planes)
+            else:  # nothing to overlap: a hop to the helper thread and back would only cost two wake-ups
+                answer = _Done(self.search.evaluate(pending.planes))
+            submitted = (group, pending, answer)
         previous, self._inflight = self._inflight, None
         if not self.pipeline:
             previous, submitted = submitted, None
@@ -213,9 +228,9 @@ class SelfPlayEngine:
 
     def _complete(self, step: tuple) -> list[GameRecord]:
         """Take the network's answer for a group, back it up and play the moves whose search is done."""
-        group, pending, future = step
-        if future is not None:
-            logits, values, seconds = future.result()
+        group, pending, answer = step
+        if answer is not None:
+            logits, values, seconds = answer.result()
             self.search.stats.t_network += seconds
             self.search.finish(pending, logits, values)
         else:

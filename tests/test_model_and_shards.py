@@ -36,6 +36,32 @@ def test_seeded_initial_networks_are_identical():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("se", [0, 4])
+def test_evaluator_folds_batch_norms_into_the_same_function(se):
+    """The evaluator serves the net with each batch norm folded into its convolution: no batch norm is left,
+    and a trained-looking net (running statistics and affine weights far from their defaults) answers as the
+    unfolded one does."""
+    net = build_model(ModelConfig(blocks=2, filters=16, se_ratio=se, history=2), seed=3)
+    gen = torch.Generator().manual_seed(0)
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=gen))
+            m.running_var.copy_(torch.rand(m.num_features, generator=gen) * 3 + 0.2)
+            m.weight.data.copy_(torch.randn(m.num_features, generator=gen))
+            m.bias.data.copy_(torch.randn(m.num_features, generator=gen))
+    net.eval()
+    ev = TorchEvaluator(net, "cpu")
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in ev.model.modules())
+    planes = encode_boards(random_game_boards(6, max_plies=30), 2)
+    with torch.no_grad():
+        policy, value = net(torch.from_numpy(planes))
+    wdl = torch.softmax(value, dim=1)
+    logits, v = ev.evaluate(planes)
+    np.testing.assert_allclose(logits, policy.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(v, (wdl[:, 0] - wdl[:, 2]).numpy(), rtol=1e-4, atol=1e-5)
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())  # the caller's net is left as it was
+
+
 def test_checkpoint_round_trip_and_config_mismatch(tmp_path):
     cfg = ModelConfig(blocks=1, filters=16)
     net = build_model(cfg, seed=1)

@@ -56,13 +56,25 @@ def test_workers_play_the_same_games_as_one_process(tmp_path):
 
 
 def test_server_merges_workers_leaves_and_workers_never_import_torch(tmp_path):
-    cfg = load_config(TINY, ["selfplay.games_in_flight=8"])
+    cfg = load_config(TINY, ["selfplay.games_in_flight=8", "selfplay.server_max_wait_ms=50"])
     pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, {}, 2, bench=True)
     r = pool.bench(seconds=2.0, warmup_s=1.0)
     assert r["evaluations"] > 0 and r["simulations"] > 0
     assert r["evaluations"] / r["batches"] > 8  # one worker's leaves fill at most 8 rows: batches were merged
     assert r["torch_in_workers"] is False
     assert not pool.live()
+
+
+def test_server_answers_workers_in_the_order_they_asked(tmp_path):
+    """With one worker's leaves per batch (server_max_batch = games_in_flight), a batch goes to whoever asked
+    first, and what is left over goes at once: a server that picked the lowest worker number, and waited for
+    company before serving the rest, left worker 1 with ~10% of the simulations."""
+    cfg = load_config(TINY, ["selfplay.games_in_flight=8", "selfplay.server_max_batch=8", "selfplay.server_max_wait_ms=5"])
+    pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, {}, 2, bench=True)
+    r = pool.bench(seconds=3.0, warmup_s=1.0)
+    assert r["evaluations"] / r["batches"] <= 8
+    sims = [s.counters[0] for s in pool.slots]
+    assert min(sims) > 0.3 * sum(sims), sims
 
 
 def test_worker_error_fails_the_task_with_its_message(tmp_path):

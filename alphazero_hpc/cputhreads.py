@@ -1,0 +1,76 @@
+"""How many CPU threads the search pool's network gets, when it runs on the CPU.
+
+On a CPU-only machine the server's network and the ``K`` search workers share the cores. Which split is best
+depends on the network: a tiny net costs about what the search costs per position, and torch's idle OpenMP
+threads spin on the cores the workers need (with two threads the server took 1.4 of 2 cores and the workers
+got 0.3 each), so one thread is best; a large net is the bottleneck and wants every core. No fixed rule gets
+both right, so the server measures: it runs the network for a short window at each candidate thread count,
+keeps the one that evaluated the most positions per second and says so in one line. On a GPU nothing is
+tuned (the network's threads only launch kernels), and ``AZHPC_TORCH_THREADS=N`` fixes the count.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+
+def thread_choices(cpus: int, workers: int) -> list[int]:
+    """One thread (the workers keep their cores), the cores the workers leave, and every core."""
+    return sorted({1, max(1, cpus - workers), max(1, cpus)})
+
+
+class ThreadTuner:
+    """Tries each candidate thread count for ``window_s`` of serving, then keeps the fastest.
+
+    ``tick(evaluations)`` is called after every network batch with the server's running count of evaluated
+    positions. Nothing happens for an evaluator that is not a CPU torch network (no ``set_threads``).
+    """
+
+    def __init__(self, evaluator: Any, workers: int, window_s: float = 2.0, log: Any = None) -> None:
+        self.window_s, self.workers = window_s, workers
+        self.log = log if log is not None else sys.stderr
+        self._set = getattr(evaluator, "set_threads", None)
+        get = getattr(evaluator, "cpu_threads", None)
+        fixed = os.environ.get("AZHPC_TORCH_THREADS", "").isdigit()
+        self.before: int | None = get() if get and self._set else None
+        self.choices: list[int] = []
+        if self.before is not None and not fixed:
+            self.choices = thread_choices(len(os.sched_getaffinity(0)), workers)
+        self.rates: dict[int, float] = {}
+        self.chosen: int | None = None if len(self.choices) > 1 else (self.choices[0] if self.choices else None)
+        if self.chosen is not None:
+            self._set(self.chosen)
+        self._trial = -1
+        self._t0 = 0.0
+        self._e0 = 0
+
+    @property
+    def tuning(self) -> bool:
+        return self.chosen is None and len(self.choices) > 1
+
+    def tick(self, evaluations: int) -> None:
+        if not self.tuning:
+            return
+        now = time.perf_counter()
+        if self._trial >= 0:
+            if now - self._t0 < self.window_s:
+                return
+            self.rates[self.choices[self._trial]] = (evaluations - self._e0) / (now - self._t0)
+        self._trial += 1
+        if self._trial < len(self.choices):
+            self._set(self.choices[self._trial])
+            self._t0, self._e0 = time.perf_counter(), evaluations
+            return
+        self.chosen = max(self.rates, key=lambda t: self.rates[t])
+        self._set(self.chosen)
+        tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {r:,.0f}/s" for t, r in self.rates.items())
+        print(f"azhpc: network on the CPU beside {self.workers} search worker(s): evaluations with {tried}; "
+              f"using {self.chosen} (AZHPC_TORCH_THREADS=N fixes it)", file=self.log, flush=True)
+
+    def restore(self) -> None:
+        """Give torch back the thread count it had (the benchmark measures several pools in one process)."""
+        if self.before is not None:
+            self._set(self.before)

@@ -1,0 +1,94 @@
+"""The search pool's network on the CPU: the thread count is measured, not guessed."""
+
+import io
+import os
+import time
+
+import numpy as np
+
+from alphazero_hpc.cputhreads import ThreadTuner, thread_choices
+
+
+class ThreadedFake:
+    """A network whose speed depends on its thread count: 2 threads are slow, as when idle OpenMP threads
+    spin on the cores the search workers need."""
+
+    def __init__(self, threads: int = 4, fast: int = 1) -> None:
+        self.threads, self.fast, self.history = threads, fast, 1
+
+    def cpu_threads(self) -> int:
+        return self.threads
+
+    def set_threads(self, n: int) -> None:
+        self.threads = n
+
+    def evaluate(self, planes):
+        time.sleep(0.0005 if self.threads == self.fast else 0.002)
+        return np.zeros((len(planes), 4672), np.float32), np.zeros(len(planes), np.float32)
+
+
+def _serve(ev, tuner, seconds=5.0):
+    done, t_end = 0, time.perf_counter() + seconds
+    while tuner.tuning and time.perf_counter() < t_end:
+        done += len(ev.evaluate(np.zeros((8, 1))) [1])
+        tuner.tick(done)
+
+
+def test_thread_choices():
+    assert thread_choices(2, 1) == [1, 2]
+    assert thread_choices(2, 2) == [1, 2]
+    assert thread_choices(16, 15) == [1, 16]
+    assert thread_choices(16, 4) == [1, 12, 16]
+    assert thread_choices(1, 3) == [1]
+
+
+def test_tuner_keeps_the_fastest_count_says_so_and_restores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    monkeypatch.delenv("AZHPC_TORCH_THREADS", raising=False)
+    for fast in (1, 2, 4):
+        ev, log = ThreadedFake(threads=4, fast=fast), io.StringIO()
+        tuner = ThreadTuner(ev, workers=2, window_s=0.1, log=log)
+        assert tuner.choices == [1, 2, 4] and tuner.tuning
+        _serve(ev, tuner)
+        assert tuner.chosen == fast and ev.threads == fast
+        assert set(tuner.rates) == {1, 2, 4} and max(tuner.rates, key=tuner.rates.get) == fast
+        assert f"using {fast}" in log.getvalue() and log.getvalue().count("\n") == 1
+        tuner.restore()
+        assert ev.threads == 4
+
+
+def test_tuner_leaves_alone_a_fixed_count_a_gpu_and_a_fake_evaluator(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    monkeypatch.setenv("AZHPC_TORCH_THREADS", "3")
+    ev = ThreadedFake(threads=3)
+    tuner = ThreadTuner(ev, workers=2, window_s=0.05, log=io.StringIO())
+    assert not tuner.tuning and tuner.chosen is None
+    _serve(ev, tuner, 0.3)
+    assert ev.threads == 3
+    monkeypatch.delenv("AZHPC_TORCH_THREADS")
+
+    class Gpu(ThreadedFake):
+        def cpu_threads(self):
+            return None  # TorchEvaluator on CUDA
+
+    assert not ThreadTuner(Gpu(), workers=2).tuning
+    assert not ThreadTuner(object(), workers=2).tuning  # no set_threads: a fake evaluator
+
+
+def test_torch_evaluator_reports_and_sets_its_cpu_threads():
+    import torch
+
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.inference import TorchEvaluator
+    from alphazero_hpc.model import build_model
+
+    from .conftest import TINY
+
+    cfg = load_config(TINY)
+    ev = TorchEvaluator(build_model(cfg.model, seed=0), "cpu")
+    before = torch.get_num_threads()
+    try:
+        ev.set_threads(1)
+        assert ev.cpu_threads() == 1 == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
