@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -39,8 +41,8 @@ class SelfPlayBench:
     batch_fill: float  # mean batch / the largest batch the search can form (one pipeline half per process)
     raw_evaluations_per_s: float
     ratio: float  # evaluations_per_s / raw_evaluations_per_s
-    cpu_us_per_simulation_outside_network: float | None  # the rest: single-process only (the workers' clocks
-    share_network: float | None                          # are not collected)
+    cpu_us_per_simulation_outside_network: float | None  # search workers: their time not waiting, per simulation
+    share_network: float | None  # this and the rest: single-process only
     share_rules: float | None
     share_tree: float | None
     share_encoding: float | None
@@ -53,6 +55,9 @@ class SelfPlayBench:
     network_busy: float | None = None  # share of the window the server spent inside the network
     cpu_server: float | None = None  # CPU cores used by the server process over the window
     cpu_workers: list | None = None  # the same for each search worker
+    worker_time: dict | None = None  # share of the workers' time waiting for the network, in chess rules, tree, encoding
+    gpu_utilisation: float | None = None  # mean of NVML's GPU utilisation over the window (CUDA only)
+    gpu_note: str = ""  # why there is no GPU figure on a CUDA device
 
     def render(self) -> str:
         who = f"{self.workers} search workers x " if self.workers else ""
@@ -65,12 +70,20 @@ class SelfPlayBench:
             f"raw network evals/s      {self.raw_evaluations_per_s:10.1f}  (same batch, same process)",
             f"ratio                    {self.ratio:10.3f}",
         ]
+        if self.gpu_utilisation is not None:
+            lines.append(f"GPU utilisation          {self.gpu_utilisation:10.1%}  (NVML, sampled every 0.1 s)")
+        elif self.gpu_note:
+            lines.append(f"GPU utilisation          -  ({self.gpu_note})")
         if self.workers:
             if self.network_threads is not None:
                 tried = ", ".join(f"{t}: {r:.0f}/s" for t, r in (self.thread_rates or {}).items())
                 lines.insert(5, f"raw, every core           {self.raw_every_core_per_s:10.1f}  (the server ran with "
                                 f"{self.network_threads} thread(s); tuning: {tried or '-'})")
             lines.append(f"network busy             {self.network_busy:10.1%}  (server's time inside the network)")
+            wt = self.worker_time
+            lines.append(f"search workers' time     waiting for the network {wt['network_wait']:.0%}, chess rules "
+                         f"{wt['rules']:.0%}, tree {wt['tree']:.0%}, encoding {wt['encode']:.0%}; "
+                         f"{self.cpu_us_per_simulation_outside_network:.0f} us per simulation outside the wait")
             if self.cpu_server is not None:
                 lines.append(f"CPU cores used           server {self.cpu_server:.2f}, workers "
                              + " ".join(f"{c:.2f}" for c in self.cpu_workers))
@@ -86,6 +99,47 @@ class SelfPlayBench:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class GpuUtilisation:
+    """Mean GPU utilisation over a window: NVML's figure (``torch.cuda.utilization``, which needs the
+    ``nvidia-ml-py`` package) sampled every ``every_s`` on a thread. Nothing is sampled off CUDA; ``read`` may
+    be given instead (tests)."""
+
+    def __init__(self, device: str, every_s: float = 0.1, read: Callable[[], float] | None = None) -> None:
+        self.every_s, self.samples, self.note = every_s, [], ""
+        self._read = read
+        if read is None and device.startswith("cuda"):
+            import torch
+
+            self._read = lambda: float(torch.cuda.utilization(torch.device(device)))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "GpuUtilisation":
+        if self._read is not None:
+            try:
+                self.samples.append(self._read())
+            except Exception as exc:  # noqa: BLE001 - no NVML: the benchmark goes on without the figure
+                self.note = f"GPU utilisation not read ({type(exc).__name__}: {str(exc).splitlines()[0][:80]}); " \
+                            f"pip install nvidia-ml-py"
+                return self
+            self._thread = threading.Thread(target=self._sample, name="azhpc-gpu-util", daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.samples.append(self._read())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) / 100.0 if self.samples and not self.note else None
 
 
 def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) -> float:
@@ -127,8 +181,9 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
     s0 = asdict(stats)
     pos0 = engine.positions_recorded
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        records.extend(engine.step())
+    with GpuUtilisation(str(dev)) as gpu:
+        while time.perf_counter() - t0 < seconds:
+            records.extend(engine.step())
     elapsed = time.perf_counter() - t0
     engine.close()
     d = {k: v - s0[k] for k, v in asdict(stats).items()}
@@ -159,7 +214,7 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         cpu_us_per_simulation_outside_network=1e6 * outside / max(d["simulations"], 1),
         share_network=d["t_network"] / max(measured, 1e-9), share_rules=d["t_rules"] / max(measured, 1e-9),
         share_tree=d["t_tree"] / max(measured, 1e-9), share_encoding=d["t_encode"] / max(measured, 1e-9),
-        shard_io_s=io_s, bytes_per_position=bpp,
+        shard_io_s=io_s, bytes_per_position=bpp, gpu_utilisation=gpu.mean, gpu_note=gpu.note,
     )
 
 
@@ -171,7 +226,8 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
 
     with tempfile.TemporaryDirectory() as tmp:
         pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, {}, workers, bench=True)
-        r = pool.bench(seconds, warmup_s)
+        gpu = GpuUtilisation(device)
+        r = pool.bench(seconds, warmup_s, during=gpu)
     if r["torch_in_workers"]:
         print("warning: torch was imported in a search worker (it must never touch CUDA)")
     mean_batch = r["evaluations"] / max(r["batches"], 1)
@@ -189,11 +245,13 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
         seconds=elapsed, simulations=r["simulations"], simulations_per_s=r["simulations"] / elapsed,
         evaluations=r["evaluations"], evaluations_per_s=evals_per_s, positions=r["positions"],
         positions_per_s=r["positions"] / elapsed, mean_batch=mean_batch, batch_fill=mean_batch / r["most_rows"],
-        raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0,
-        cpu_us_per_simulation_outside_network=None, share_network=None, share_rules=None, share_tree=None,
+        raw_evaluations_per_s=raw, ratio=evals_per_s / raw if raw else 0.0, share_network=None, share_rules=None, share_tree=None,
         share_encoding=None, shard_io_s=None, bytes_per_position=None,
         network_threads=r["threads"], thread_rates=r["thread_rates"] or None, raw_every_core_per_s=raw_all,
         network_busy=r["network_busy"], cpu_server=r["cpu_server"], cpu_workers=r["cpu_workers"],
+        worker_time=r["worker_time"], gpu_utilisation=gpu.mean, gpu_note=gpu.note,
+        cpu_us_per_simulation_outside_network=1e6 * elapsed * workers * (1 - r["worker_time"]["network_wait"])
+        / max(r["simulations"], 1),
     )
 
 

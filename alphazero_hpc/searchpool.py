@@ -5,7 +5,7 @@ task's process owns the network (and the CUDA context) and serves it; ``K`` sear
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and two counters. A request
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and six counters. A request
 is the 4-byte row count sent on the worker's evaluation pipe, the answer the same 4 bytes back; no array is
 ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. It runs one network batch
@@ -28,6 +28,7 @@ import signal
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Iterator
@@ -43,7 +44,7 @@ from .paths import RunPaths
 from .preempt import Stop, ignore_stop_signals
 from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
-_COUNTERS = 2  # simulations, positions recorded
+_COUNTERS = 6  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding
 
 
 class Slot:
@@ -152,8 +153,8 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
                 if len(pending[shard]) == plan.games_in_shard(shard):
                     sidecar = write_complete_shard(paths, cfg, args.generation, args.task, shard, pending.pop(shard), args.attrs)
                     ctl.send(("shard", shard, sidecar))
-            slot.counters[0] = engine.search.stats.simulations
-            slot.counters[1] = engine.positions_recorded
+            st = engine.search.stats
+            slot.counters[:] = (st.simulations, engine.positions_recorded, st.t_network, st.t_rules, st.t_tree, st.t_encode)
     finally:
         engine.close()
 
@@ -419,9 +420,10 @@ class SearchPool:
         return queue
 
     # -- benchmark -----------------------------------------------------------------------------------
-    def bench(self, seconds: float, warmup_s: float) -> dict:
+    def bench(self, seconds: float, warmup_s: float, during: Any = None) -> dict:
         """Endless games (``bench=True`` workers) for ``warmup_s`` and until the network's CPU threads are
-        tuned, then a measured window of ``seconds``: counts, network time and each process's CPU time."""
+        tuned, then a measured window of ``seconds`` (inside the context manager ``during``, if given): counts,
+        network time, the workers' time split and each process's CPU time."""
         self.start()
         try:
             self._bench_serve(warmup_s)
@@ -429,13 +431,16 @@ class SearchPool:
                 self._bench_serve(0.2)
             pids = [os.getpid()] + [w.pid for w in self.workers]
             c0, s0, cpu0, t0 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids), time.perf_counter()
-            self._bench_serve(seconds)
+            with during if during is not None else nullcontext():
+                self._bench_serve(seconds)
             c1, s1, cpu1 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids)
             elapsed = time.perf_counter() - t0
         finally:
             self.shutdown()
         cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
+        spent = dict(zip(("network_wait", "rules", "tree", "encode"), (c1[2:] - c0[2:]) / (elapsed * self.k)))
         return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
+                "worker_time": spent,  # share of the workers' wall time
                 "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
                 "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": self.most_rows,
                 "cpu_server": cpu[0] if cpu else None, "cpu_workers": cpu[1:] or None,

@@ -92,3 +92,40 @@ def test_torch_evaluator_reports_and_sets_its_cpu_threads():
         assert ev.cpu_threads() == 1 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def test_gpu_utilisation_is_the_mean_of_samples_over_the_window():
+    from alphazero_hpc.bench import GpuUtilisation
+
+    values = iter([40.0, 60.0, 80.0] + [60.0] * 1000)
+    with GpuUtilisation("cuda", every_s=0.01, read=lambda: next(values)) as gpu:
+        time.sleep(0.1)
+    assert len(gpu.samples) >= 5 and abs(gpu.mean - 0.6) < 0.05 and gpu.note == ""
+
+    def no_nvml():
+        raise ModuleNotFoundError("pynvml does not seem to be installed")
+
+    with GpuUtilisation("cuda", read=no_nvml) as gpu:
+        pass
+    assert gpu.mean is None and "nvidia-ml-py" in gpu.note
+    with GpuUtilisation("cpu") as gpu:
+        pass
+    assert gpu.mean is None and gpu.note == ""
+
+
+def test_pool_benchmark_reports_where_the_workers_time_goes():
+    from alphazero_hpc.bench import bench_selfplay
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.evaluators import UniformEvaluator
+
+    from .conftest import TINY
+
+    cfg = load_config(TINY)
+    r = bench_selfplay(cfg, "tiny", "cpu", seconds=2.0, warmup_s=1.0, evaluator=UniformEvaluator(2), workers=2)
+    assert r.simulations > 0 and r.network_threads is None  # a fake evaluator: nothing to tune
+    shares = r.worker_time
+    assert set(shares) == {"network_wait", "rules", "tree", "encode"}
+    assert all(0 <= v <= 1.05 for v in shares.values()) and 0.5 < sum(shares.values()) <= 1.1  # counters lag a step
+    assert shares["rules"] > 0 and r.cpu_us_per_simulation_outside_network > 0
+    assert len(r.cpu_workers) == 2 and all(c > 0.1 for c in r.cpu_workers)
+    assert "search workers' time" in r.render() and "CPU cores used" in r.render()
