@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,6 +225,10 @@ def run_selfplay_task(
 
             SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
         else:
+            if cfg.selfplay.pipeline and getattr(evaluator, "cpu_threads", lambda: None)() is not None:
+                print("azhpc: selfplay.pipeline is on but the network runs on the CPU in this process: its helper "
+                      "thread competes with torch's for the cores (3x slower on the tiny config, docs/performance.md); "
+                      "set selfplay.pipeline=false or use selfplay.search_workers", file=sys.stderr, flush=True)
             _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
         left = plan.shards - len(paths.complete_shards(generation, task))
         progress.status = "stopped" if left else "done"

@@ -119,3 +119,14 @@ def test_cli_selfplay_with_the_real_network(tmp_path, tiny_args):
     assert "2 games" in res.stdout
     paths = RunPaths(tmp_path)
     assert paths.model(0).exists() and len(paths.complete_shards(0, 0)) == 1
+
+
+def test_pipeline_with_the_network_on_the_cpu_in_one_process_is_called_out(tmp_path, capfd):
+    """On a CPU the pipeline's helper thread fights torch's threads for the cores: the task says so in one line
+    (a fake evaluator, which has no CPU threads, gets no such line)."""
+    over = FAST + ["selfplay.games_per_generation=2", "selfplay.pipeline=true", "selfplay.search_workers=0"]
+    p = run_selfplay_task(tmp_path / "net", 0, 0, 1, None, over, device="cpu")
+    err = capfd.readouterr().err
+    assert p.status == "done" and err.count("selfplay.pipeline is on but the network runs on the CPU") == 1
+    run_selfplay_task(tmp_path / "fake", 0, 0, 1, None, over, evaluator=UniformEvaluator(2))
+    assert "selfplay.pipeline" not in capfd.readouterr().err
