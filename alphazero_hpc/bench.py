@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from .config import Config
+from .cputhreads import network_cpu_threads
 from .encoding import num_planes
 from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
@@ -233,8 +234,8 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
     mean_batch = r["evaluations"] / max(r["batches"], 1)
     batch = max(1, int(round(mean_batch)))
     raw_all = raw = raw_network_rate(evaluator, cfg.model.history, batch)
-    if r["threads"] is not None and r["threads"] != evaluator.cpu_threads():
-        before = evaluator.cpu_threads()
+    before = network_cpu_threads(evaluator)
+    if r["threads"] is not None and r["threads"] != before:
         evaluator.set_threads(r["threads"])  # like for like: the thread count the server ran with
         raw = raw_network_rate(evaluator, cfg.model.history, batch)
         evaluator.set_threads(before)

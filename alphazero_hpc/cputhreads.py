@@ -17,6 +17,18 @@ import time
 from typing import Any
 
 
+def fixed_threads() -> int | None:
+    """The thread count ``AZHPC_TORCH_THREADS`` fixes (at least 1), or None when it is unset."""
+    value = os.environ.get("AZHPC_TORCH_THREADS", "")
+    return max(1, int(value)) if value.isdigit() else None
+
+
+def network_cpu_threads(evaluator: Any) -> int | None:
+    """Torch's thread count for an evaluator whose network runs on the CPU; None on a GPU or for a fake."""
+    get = getattr(evaluator, "cpu_threads", None)
+    return get() if get is not None else None
+
+
 def thread_choices(cpus: int, workers: int) -> list[int]:
     """One thread (the workers keep their cores), the cores the workers leave, and every core."""
     return sorted({1, max(1, cpus - workers), max(1, cpus)})
@@ -33,11 +45,9 @@ class ThreadTuner:
         self.window_s, self.workers = window_s, workers
         self.log = log if log is not None else sys.stderr
         self._set = getattr(evaluator, "set_threads", None)
-        get = getattr(evaluator, "cpu_threads", None)
-        fixed = os.environ.get("AZHPC_TORCH_THREADS", "").isdigit()
-        self.before: int | None = get() if get and self._set else None
+        self.before: int | None = network_cpu_threads(evaluator) if self._set else None
         self.choices: list[int] = []
-        if self.before is not None and not fixed:
+        if self.before is not None and fixed_threads() is None:
             self.choices = thread_choices(len(os.sched_getaffinity(0)), workers)
         self.rates: dict[int, float] = {}
         self.chosen: int | None = None if len(self.choices) > 1 else (self.choices[0] if self.choices else None)

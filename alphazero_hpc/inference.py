@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import torch
 
+from .cputhreads import fixed_threads
 from .model import AlphaZeroNet
 
 
@@ -47,8 +47,8 @@ class TorchEvaluator:
         self.model = _fold_batch_norms(model.eval()).to(self.device)
         self.history = model.cfg.history
         self.autocast = (self.device.type == "cuda") if autocast is None else autocast
-        if self.device.type == "cpu" and os.environ.get("AZHPC_TORCH_THREADS", "").isdigit():
-            torch.set_num_threads(max(1, int(os.environ["AZHPC_TORCH_THREADS"])))
+        if self.device.type == "cpu" and fixed_threads() is not None:
+            torch.set_num_threads(fixed_threads())
 
     def cpu_threads(self) -> int | None:
         """Torch's intra-op thread count when the network runs on the CPU (the search pool tunes it), else None."""

@@ -9,7 +9,7 @@ game does not depend on which other games shared its batches.
 from __future__ import annotations
 
 import gc
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -86,16 +86,6 @@ class _Game:
     root_values: list[float] = field(default_factory=list)
     plies_rec: list[int] = field(default_factory=list)
     turns_rec: list[bool] = field(default_factory=list)
-
-
-class _Done:
-    """A network answer already in hand, read like the pipeline's future."""
-
-    def __init__(self, result: tuple) -> None:
-        self._result = result
-
-    def result(self) -> tuple:
-        return self._result
 
 
 def group_widths(games_in_flight: int, pipeline: bool) -> tuple[int, int]:
@@ -213,7 +203,8 @@ class SelfPlayEngine:
             elif self.pipeline:
                 answer = self._pool.submit(self.search.evaluate, pending.planes)
             else:  # nothing to overlap: a hop to the helper thread and back would only cost two wake-ups
-                answer = _Done(self.search.evaluate(pending.planes))
+                answer = Future()
+                answer.set_result(self.search.evaluate(pending.planes))
             submitted = (group, pending, answer)
         previous, self._inflight = self._inflight, None
         if not self.pipeline:

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import fsutil
 from .config import Config
+from .cputhreads import network_cpu_threads
 from .errors import AzhpcError
 from .mcts import Evaluator
 from .paths import RunPaths
@@ -225,7 +226,7 @@ def run_selfplay_task(
 
             SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
         else:
-            if cfg.selfplay.pipeline and getattr(evaluator, "cpu_threads", lambda: None)() is not None:
+            if cfg.selfplay.pipeline and network_cpu_threads(evaluator) is not None:
                 print("azhpc: selfplay.pipeline is on but the network runs on the CPU in this process: its helper "
                       "thread competes with torch's for the cores (3x slower on the tiny config, docs/performance.md); "
                       "set selfplay.pipeline=false or use selfplay.search_workers", file=sys.stderr, flush=True)
