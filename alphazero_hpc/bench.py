@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from .config import Config
-from .cputhreads import network_cpu_threads
+from .cputhreads import network_cpu_threads, warn_pipeline_on_cpu
 from .encoding import num_planes
 from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
@@ -168,6 +168,7 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         evaluator = TorchEvaluator(build_model(cfg.model, seed=cfg.run.seed), dev)
     if workers:
         return _bench_pool(cfg, config_name, str(dev), evaluator, workers, seconds, warmup_s)
+    warn_pipeline_on_cpu(cfg.selfplay.pipeline, evaluator)
     engine = SelfPlayEngine(evaluator, cfg)
     engine.start(GameSpec(shard=0, index=i, seed=i) for i in range(10**9))
     stats = engine.search.stats

@@ -29,6 +29,15 @@ def network_cpu_threads(evaluator: Any) -> int | None:
     return get() if get is not None else None
 
 
+def warn_pipeline_on_cpu(pipeline: bool, evaluator: Any, log: Any = None) -> None:
+    """One line when a single process runs the pipeline with its network on the CPU: the pipeline's helper
+    thread then fights torch's threads for the cores (docs/performance.md)."""
+    if pipeline and network_cpu_threads(evaluator) is not None:
+        print("azhpc: selfplay.pipeline is on but the network runs on the CPU in this process: its helper thread "
+              "competes with torch's for the cores (3x slower on the tiny config, docs/performance.md); set "
+              "selfplay.pipeline=false or use selfplay.search_workers", file=log or sys.stderr, flush=True)
+
+
 def thread_choices(cpus: int, workers: int) -> list[int]:
     """One thread (the workers keep their cores), the cores the workers leave, and every core."""
     return sorted({1, max(1, cpus - workers), max(1, cpus)})
@@ -37,11 +46,15 @@ def thread_choices(cpus: int, workers: int) -> list[int]:
 class ThreadTuner:
     """Tries each candidate thread count for ``window_s`` of serving, then keeps the fastest.
 
-    ``tick(evaluations)`` is called after every network batch with the server's running count of evaluated
-    positions. Nothing happens for an evaluator that is not a CPU torch network (no ``set_threads``).
+    The window is cut into ``rounds`` slices that visit the candidates in turn (1, 2, 1, 2, ...), so that a
+    shared machine's drift hits every candidate alike. ``tick(evaluations, busy)`` is called after every
+    network batch with the server's running count of evaluated positions and whether every search worker had
+    all its games in flight: a slice in which they did not (a worker starting or restarting, games running
+    out) starts again, so a rate measures the thread count, not a lull in the work. Nothing happens for an
+    evaluator that is not a CPU torch network (no ``set_threads``).
     """
 
-    def __init__(self, evaluator: Any, workers: int, window_s: float = 2.0, log: Any = None) -> None:
+    def __init__(self, evaluator: Any, workers: int, window_s: float = 2.0, rounds: int = 3, log: Any = None) -> None:
         self.window_s, self.workers = window_s, workers
         self.log = log if log is not None else sys.stderr
         self._set = getattr(evaluator, "set_threads", None)
@@ -53,6 +66,9 @@ class ThreadTuner:
         self.chosen: int | None = None if len(self.choices) > 1 else (self.choices[0] if self.choices else None)
         if self.chosen is not None:
             self._set(self.chosen)
+        self._order = self.choices * rounds if self.chosen is None else []
+        self._slice_s = window_s / max(1, rounds)
+        self._done = {t: [0, 0.0] for t in self.choices}  # evaluations, seconds
         self._trial = -1
         self._t0 = 0.0
         self._e0 = 0
@@ -61,19 +77,27 @@ class ThreadTuner:
     def tuning(self) -> bool:
         return self.chosen is None and len(self.choices) > 1
 
-    def tick(self, evaluations: int) -> None:
+    def tick(self, evaluations: int, busy: bool = True) -> None:
         if not self.tuning:
             return
         now = time.perf_counter()
         if self._trial >= 0:
-            if now - self._t0 < self.window_s:
+            if not busy:
+                self._t0, self._e0 = now, evaluations
                 return
-            self.rates[self.choices[self._trial]] = (evaluations - self._e0) / (now - self._t0)
+            if now - self._t0 < self._slice_s:
+                return
+            done = self._done[self._order[self._trial]]
+            done[0] += evaluations - self._e0
+            done[1] += now - self._t0
+        elif not busy:
+            return
         self._trial += 1
-        if self._trial < len(self.choices):
-            self._set(self.choices[self._trial])
+        if self._trial < len(self._order):
+            self._set(self._order[self._trial])
             self._t0, self._e0 = time.perf_counter(), evaluations
             return
+        self.rates = {t: e / s for t, (e, s) in self._done.items()}
         self.chosen = max(self.rates, key=lambda t: self.rates[t])
         self._set(self.chosen)
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {r:,.0f}/s" for t, r in self.rates.items())
@@ -81,6 +105,12 @@ class ThreadTuner:
               f"using {self.chosen} (AZHPC_TORCH_THREADS=N fixes it)", file=self.log, flush=True)
 
     def restore(self) -> None:
-        """Give torch back the thread count it had (the benchmark measures several pools in one process)."""
+        """Give torch back the thread count it had (the benchmark measures several pools in one process). A task
+        whose work ended before the measurement did says so."""
+        if self.tuning:
+            now = self._order[self._trial] if self._trial >= 0 else self.before
+            print(f"azhpc: network on the CPU beside {self.workers} search worker(s): the work ended before the thread "
+                  f"count was measured (that takes ~{self.window_s * len(self.choices):.0f} s with every worker's games "
+                  f"in flight); served with {now}", file=self.log, flush=True)
         if self.before is not None:
             self._set(self.before)

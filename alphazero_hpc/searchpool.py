@@ -5,12 +5,13 @@ task's process owns the network (and the CUDA context) and serves it; ``K`` sear
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and six counters. A request
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and seven counters. A request
 is the 4-byte row count sent on the worker's evaluation pipe, the answer the same 4 bytes back; no array is
 ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
-worker's process sentinel, so a dead worker is seen at once and never waited on. It runs one network batch
-over the rows of all workers that asked, once every live worker has asked, or ``server_max_batch`` rows are
-waiting, or the first request has waited ``server_max_wait_ms``.
+worker's process sentinel, so a dead worker is seen at once and never waited on. Whenever the network is
+free it runs one batch over the rows of the workers that have asked, in the order they asked, up to
+``server_max_batch`` rows; ``server_max_wait_ms`` > 0 holds a partial batch until every live worker has asked
+or that long has passed.
 
 Shards: workers ask the server for a shard to play (the server paces them against the job's deadline), play
 its games, and write the shard, its PGN sample and its sidecar themselves, exactly as the single-process
@@ -44,7 +45,8 @@ from .paths import RunPaths
 from .preempt import Stop, ignore_stop_signals
 from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
-_COUNTERS = 6  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding
+_COUNTERS = 7  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding;
+              # games in flight
 
 
 class Slot:
@@ -154,7 +156,8 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
                     sidecar = write_complete_shard(paths, cfg, args.generation, args.task, shard, pending.pop(shard), args.attrs)
                     ctl.send(("shard", shard, sidecar))
             st = engine.search.stats
-            slot.counters[:] = (st.simulations, engine.positions_recorded, st.t_network, st.t_rules, st.t_tree, st.t_encode)
+            slot.counters[:] = (st.simulations, engine.positions_recorded, st.t_network, st.t_rules, st.t_tree, st.t_encode,
+                                len(engine.active))
     finally:
         engine.close()
 
@@ -326,7 +329,7 @@ class SearchPool:
         self.stats.batches += 1
         self.stats.evaluations += rows
         if self.threads is not None:
-            self.threads.tick(self.stats.evaluations)
+            self.threads.tick(self.stats.evaluations, busy=self._workers_busy())
         by_index = {w.index: w for w in self.live()}
         for index, offset, n in take:
             del self.pending[index]
@@ -341,6 +344,11 @@ class SearchPool:
                     pass  # died while waiting; its sentinel says so
         if self.pending:
             self.first_request = time.monotonic()
+
+    def _workers_busy(self) -> bool:
+        """Every worker is running with all its games in flight (none starting, restarting or out of work)."""
+        full = self.cfg.selfplay.games_in_flight
+        return all(w.process is not None and not w.exited and self.slots[w.index].counters[6] >= full for w in self.workers)
 
     def counters(self) -> np.ndarray:
         """Simulations and positions of the workers now running, summed (a replacement starts from zero)."""
@@ -438,7 +446,7 @@ class SearchPool:
         finally:
             self.shutdown()
         cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
-        spent = dict(zip(("network_wait", "rules", "tree", "encode"), (c1[2:] - c0[2:]) / (elapsed * self.k)))
+        spent = dict(zip(("network_wait", "rules", "tree", "encode"), (c1[2:6] - c0[2:6]) / (elapsed * self.k)))
         return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
                 "worker_time": spent,  # share of the workers' wall time
                 "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],

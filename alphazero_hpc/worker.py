@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 
 from . import fsutil
 from .config import Config
-from .cputhreads import network_cpu_threads
+from .cputhreads import warn_pipeline_on_cpu
 from .errors import AzhpcError
 from .mcts import Evaluator
 from .paths import RunPaths
@@ -226,10 +225,7 @@ def run_selfplay_task(
 
             SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
         else:
-            if cfg.selfplay.pipeline and network_cpu_threads(evaluator) is not None:
-                print("azhpc: selfplay.pipeline is on but the network runs on the CPU in this process: its helper "
-                      "thread competes with torch's for the cores (3x slower on the tiny config, docs/performance.md); "
-                      "set selfplay.pipeline=false or use selfplay.search_workers", file=sys.stderr, flush=True)
+            warn_pipeline_on_cpu(cfg.selfplay.pipeline, evaluator)
             _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
         left = plan.shards - len(paths.complete_shards(generation, task))
         progress.status = "stopped" if left else "done"

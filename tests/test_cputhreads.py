@@ -57,6 +57,58 @@ def test_tuner_keeps_the_fastest_count_says_so_and_restores(monkeypatch):
         assert ev.threads == 4
 
 
+def test_tuner_takes_turns_so_that_drift_hits_every_count_alike(monkeypatch):
+    """The machine slows down while the tuner measures: measured one after the other, the last count (here the
+    fastest) would look slowest; taking turns in slices keeps the right one."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    monkeypatch.delenv("AZHPC_TORCH_THREADS", raising=False)
+
+    class Drifting(ThreadedFake):
+        t0 = None
+
+        def evaluate(self, planes):
+            self.t0 = self.t0 or time.perf_counter()
+            slower = 1 + 10 * (time.perf_counter() - self.t0)  # 4x slower after 0.3 s
+            time.sleep((0.001 if self.threads == self.fast else 0.002) * slower)
+            return np.zeros((len(planes), 4672), np.float32), np.zeros(len(planes), np.float32)
+
+    ev = Drifting(threads=1, fast=4)
+    tuner = ThreadTuner(ev, workers=2, window_s=0.1, rounds=3, log=io.StringIO())
+    _serve(ev, tuner)
+    assert tuner.chosen == 4, tuner.rates
+
+
+def test_tuner_does_not_count_a_lull_in_the_work(monkeypatch):
+    """Ticks while not every worker is busy (starting, restarting, out of games) restart the slice; a task whose
+    work ends before the measurement does says so when it restores the count, instead of logging rates of idle
+    time."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2)), raising=False)
+    monkeypatch.delenv("AZHPC_TORCH_THREADS", raising=False)
+    ev, log = ThreadedFake(threads=2, fast=2), io.StringIO()
+    tuner = ThreadTuner(ev, workers=1, window_s=0.2, rounds=2, log=log)
+    done, lulls = 0, 0
+    while tuner.tuning:
+        if ev.threads == 2 and lulls < 20:  # the fast count's slices meet a lull: time passes, nothing is evaluated
+            time.sleep(0.01)
+            tuner.tick(done, busy=False)
+            lulls += 1
+            continue
+        done += len(ev.evaluate(np.zeros((8, 1)))[1])
+        tuner.tick(done, busy=True)
+    assert lulls == 20 and tuner.chosen == 2 and tuner.rates[2] > 2 * tuner.rates[1], tuner.rates
+    assert log.getvalue().count("using 2") == 1
+
+    log = io.StringIO()
+    idle = ThreadTuner(ThreadedFake(threads=2), workers=1, window_s=0.2, log=log)
+    for _ in range(30):
+        time.sleep(0.01)
+        idle.tick(8, busy=False)
+    idle.tick(16, busy=True)
+    assert idle.tuning and idle.rates == {}
+    idle.restore()
+    assert "the work ended before the thread count was measured" in log.getvalue() and "/s" not in log.getvalue()
+
+
 def test_tuner_leaves_alone_a_fixed_count_a_gpu_and_a_fake_evaluator(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
     monkeypatch.setenv("AZHPC_TORCH_THREADS", "3")
@@ -129,3 +181,23 @@ def test_pool_benchmark_reports_where_the_workers_time_goes():
     assert shares["rules"] > 0 and r.cpu_us_per_simulation_outside_network > 0
     assert len(r.cpu_workers) == 2 and all(c > 0.1 for c in r.cpu_workers)
     assert "search workers' time" in r.render() and "CPU cores used" in r.render()
+
+
+def test_single_process_benchmark_with_the_net_on_the_cpu(capsys):
+    """The K=0 benchmark with the real tiny net: figures that hang together, and the pipeline-on-CPU line that
+    a self-play task prints (a benchmark run with the cluster preset on a laptop would otherwise mislead)."""
+    import dataclasses
+
+    from alphazero_hpc.bench import bench_selfplay
+    from alphazero_hpc.config import load_config
+
+    from .conftest import TINY
+
+    cfg = load_config(TINY)
+    cfg = dataclasses.replace(cfg, selfplay=dataclasses.replace(cfg.selfplay, pipeline=True))
+    r = bench_selfplay(cfg, "tiny", "cpu", seconds=1.5, warmup_s=0.5)
+    assert capsys.readouterr().err.count("selfplay.pipeline is on but the network runs on the CPU") == 1
+    assert r.simulations > 0 and r.evaluations > 0 and r.raw_evaluations_per_s > 0
+    assert abs(r.ratio - r.evaluations_per_s / r.raw_evaluations_per_s) < 1e-9
+    assert 0 < r.batch_fill <= 1 and r.bytes_per_position > 0
+    assert abs(r.share_network + r.share_rules + r.share_tree + r.share_encoding - 1) < 1e-6
