@@ -26,13 +26,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import struct
 import sys
 import time
 import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from .paths import RunPaths
 from .preempt import Stop, ignore_stop_signals
 from .selfplay import GameSpec, SelfPlayEngine, group_widths
 
+_REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
 _COUNTERS = 7  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding;
               # games in flight
 
@@ -76,21 +78,43 @@ class Slot:
 
 
 class RemoteEvaluator:
-    """The worker's side: write the leaves into the slot, send their count, wait for the server's answer."""
+    """The worker's side: write the leaves into the slot, send where they are, wait for the server's answer.
 
-    def __init__(self, slot: Slot, conn: Connection) -> None:
+    With the pipeline the engine's two groups of games own the two halves of the slot and each may have a
+    request out at once (``submit``): the worker searches one group while the server evaluates the other,
+    without a helper thread (whose wake-ups would wait for the GIL). The server answers a worker's requests in
+    the order they came.
+    """
+
+    def __init__(self, slot: Slot, conn: Connection, widths: tuple[int, int]) -> None:
         self.slot, self.conn, self.history = slot, conn, slot.history
+        self.offsets = (0, widths[0])
+
+    def submit(self, planes: np.ndarray, part: int = 0) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """Send the leaves of group ``part``; returns the call that waits for their answer."""
+        n, offset = len(planes), self.offsets[part]
+        self.slot.planes[offset:offset + n] = planes
+        request = _REQUEST.pack(offset, n)
+        self._talk(lambda: self.conn.send_bytes(request))
+        return lambda: self._answer(request)
+
+    def _answer(self, request: bytes) -> tuple[np.ndarray, np.ndarray]:
+        answer = self._talk(self.conn.recv_bytes)
+        if answer != request:  # pragma: no cover - a broken protocol, not a user error
+            raise AzhpcError(f"search worker got the answer {_REQUEST.unpack(answer)} for {_REQUEST.unpack(request)}")
+        offset, n = _REQUEST.unpack(request)
+        # Copies: the group's next request reuses these rows while its values are backed up.
+        return self.slot.logits[offset:offset + n].copy(), self.slot.values[offset:offset + n].copy()
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = len(planes)
-        self.slot.planes[:n] = planes
+        return self.submit(planes)()
+
+    @staticmethod
+    def _talk(call: Callable[[], Any]) -> Any:
         try:
-            self.conn.send_bytes(n.to_bytes(4, "little"))
-            self.conn.recv_bytes(4)
+            return call()
         except (EOFError, OSError) as exc:
             raise AzhpcError("the self-play task's network server has gone (it failed or was killed)") from exc
-        # Copies: the next request (the other pipeline half) reuses the slot while these are backed up.
-        return self.slot.logits[:n].copy(), self.slot.values[:n].copy()
 
 
 @dataclass(frozen=True)
@@ -127,7 +151,7 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
     cfg = args.cfg
     paths = RunPaths(args.run_dir)
     plan = plan_task(cfg, args.task, args.num_tasks)
-    engine = SelfPlayEngine(RemoteEvaluator(slot, eval_conn), cfg)
+    engine = SelfPlayEngine(RemoteEvaluator(slot, eval_conn, group_widths(cfg.selfplay.games_in_flight, cfg.selfplay.pipeline)), cfg)
 
     def shards() -> Iterator[GameSpec]:
         if args.bench:
@@ -216,8 +240,7 @@ class SearchPool:
         self.generation, self.task, self.k = generation, task, workers
         sp = cfg.selfplay
         self.max_batch = sp.server_max_batch or workers * sp.games_in_flight
-        # the most rows the workers can ask for at once (with the pipeline each asks for one half at a time)
-        self.most_rows = min(self.max_batch, workers * group_widths(sp.games_in_flight, sp.pipeline)[0])
+        self.most_rows = min(self.max_batch, workers * sp.games_in_flight)  # all the workers can ask for at once
         self.max_wait = sp.server_max_wait_ms / 1000.0
         self.ctx = mp.get_context("spawn")
         self.stop = self.ctx.Event()
@@ -227,7 +250,7 @@ class SearchPool:
         self.workers: list[_Worker] = []
         self.stats = ServerStats()
         self.dead_simulations = 0
-        self.pending: dict[int, int] = {}  # worker index -> rows waiting in its slot
+        self.pending: list[tuple[int, int, int]] = []  # requests in arrival order: worker index, first row, rows
         self.first_request = 0.0
         self.threads: ThreadTuner | None = None
 
@@ -286,12 +309,15 @@ class SearchPool:
                 continue
             if kind == "eval":
                 try:
-                    n = int.from_bytes(w.eval_conn.recv_bytes(4), "little")
+                    while True:  # with the pipeline both halves of a worker may be waiting
+                        offset, n = _REQUEST.unpack(w.eval_conn.recv_bytes())
+                        if not self.pending:
+                            self.first_request = time.monotonic()
+                        self.pending.append((w.index, offset, n))
+                        if not w.eval_conn.poll():
+                            break
                 except (EOFError, OSError):
                     continue  # the worker is gone; its sentinel says so
-                if not self.pending:
-                    self.first_request = time.monotonic()
-                self.pending[w.index] = n
             else:  # on its end, what it said before comes first (its error, its last shard)
                 messages.extend((w, m) for m in _drain(w.ctl))
                 if kind == "exit":
@@ -310,19 +336,22 @@ class SearchPool:
     def _batch_ready(self) -> bool:
         if not self.pending:
             return False
-        asked = sum(self.pending.values())
-        everyone = all(w.index in self.pending for w in self.live() if not w.exited)
+        asked = sum(n for _, _, n in self.pending)
+        waiting = {index for index, _, _ in self.pending}
+        everyone = all(w.index in waiting for w in self.live() if not w.exited)
         return everyone or asked >= self.max_batch or time.monotonic() - self.first_request >= self.max_wait
 
     def _run_batch(self) -> None:
-        take, rows = [], 0
-        for index, n in list(self.pending.items()):  # in the order they asked: none waits behind a later one
+        take, rows = 0, 0
+        for _, _, n in self.pending:  # in the order they asked: none waits behind a later one
             if rows + n > self.max_batch and take:
                 break
-            take.append((index, rows, n))
-            rows += n
-        for index, offset, n in take:
-            self.staging[offset:offset + n] = self.slots[index].planes[:n]
+            take, rows = take + 1, rows + n
+        taken, self.pending = self.pending[:take], self.pending[take:]
+        row = 0
+        for index, first, n in taken:
+            self.staging[row:row + n] = self.slots[index].planes[first:first + n]
+            row += n
         t = time.perf_counter()
         logits, values = self.evaluator.evaluate(self.staging[:rows])
         self.stats.t_network += time.perf_counter() - t
@@ -331,15 +360,16 @@ class SearchPool:
         if self.threads is not None:
             self.threads.tick(self.stats.evaluations, busy=self._workers_busy())
         by_index = {w.index: w for w in self.live()}
-        for index, offset, n in take:
-            del self.pending[index]
+        row = 0
+        for index, first, n in taken:
             slot = self.slots[index]
-            slot.logits[:n] = logits[offset:offset + n]
-            slot.values[:n] = values[offset:offset + n]
+            slot.logits[first:first + n] = logits[row:row + n]
+            slot.values[first:first + n] = values[row:row + n]
+            row += n
             w = by_index.get(index)
             if w is not None:
                 try:
-                    w.eval_conn.send_bytes(n.to_bytes(4, "little"))
+                    w.eval_conn.send_bytes(_REQUEST.pack(first, n))
                 except OSError:
                     pass  # died while waiting; its sentinel says so
         if self.pending:
@@ -405,7 +435,7 @@ class SearchPool:
         code = w.process.exitcode
         w.process = None
         self.dead_simulations += w.simulations
-        self.pending.pop(w.index, None)
+        self.pending = [r for r in self.pending if r[0] != w.index]
         if w.exited and code == 0:
             return queue
         for shard in w.shards:  # a shard being written when it died: drop the writer's temporaries

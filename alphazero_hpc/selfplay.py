@@ -9,9 +9,10 @@ game does not depend on which other games shared its batches.
 from __future__ import annotations
 
 import gc
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import chess
 import numpy as np
@@ -86,6 +87,18 @@ class _Game:
     root_values: list[float] = field(default_factory=list)
     plies_rec: list[int] = field(default_factory=list)
     turns_rec: list[bool] = field(default_factory=list)
+
+
+class _Reply:
+    """A request out to an evaluator that answers later: ``result`` waits for it, timed like ``evaluate``."""
+
+    def __init__(self, wait: Callable[[], tuple[np.ndarray, np.ndarray]]) -> None:
+        self._wait = wait
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, float]:
+        t0 = time.perf_counter()
+        logits, values = self._wait()
+        return logits, values, time.perf_counter() - t0
 
 
 def group_widths(games_in_flight: int, pipeline: bool) -> tuple[int, int]:
@@ -173,9 +186,10 @@ class SelfPlayEngine:
     def step(self) -> list[GameRecord]:
         """Advance the search by one round for one group of games; returns the games that ended.
 
-        With ``pipeline`` the games form two groups: while the network evaluates one group's leaves on a
-        helper thread (torch releases the GIL), this thread backs up the other group's values, plays its
-        moves and selects its next leaves. Each game's search is the same either way.
+        With ``pipeline`` the games form two groups: while the network evaluates one group's leaves (on a
+        helper thread, as torch releases the GIL, or in the search pool's server process), this thread backs
+        up the other group's values, plays its moves and selects its next leaves. Each game's search is the
+        same either way.
 
         The cyclic garbage collector is paused while searching: scanning a large tree of python-chess
         objects triples the cost of move generation (see docs/performance.md). It runs at compaction.
@@ -201,7 +215,7 @@ class SelfPlayEngine:
             if pending.planes is None:
                 answer = None
             elif self.pipeline:
-                answer = self._pool.submit(self.search.evaluate, pending.planes)
+                answer = self._submit(pending.planes, group)
             else:  # nothing to overlap: a hop to the helper thread and back would only cost two wake-ups
                 answer = Future()
                 answer.set_result(self.search.evaluate(pending.planes))
@@ -216,6 +230,14 @@ class SelfPlayEngine:
         if self.forest.num_nodes > self._compact_at:
             self._compact()
         return finished
+
+    def _submit(self, planes: np.ndarray, group: int) -> "Future | _Reply":
+        """Start the network call for a group's leaves. An evaluator that can send a request without waiting
+        (the search pool's) gets it directly; any other is called on the helper thread."""
+        send = getattr(self.search.evaluator, "submit", None)
+        if send is None:
+            return self._pool.submit(self.search.evaluate, planes)
+        return _Reply(send(planes, group))
 
     def _complete(self, step: tuple) -> list[GameRecord]:
         """Take the network's answer for a group, back it up and play the moves whose search is done."""

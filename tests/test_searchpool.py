@@ -30,15 +30,31 @@ def _shards(run: Path) -> dict[str, dict]:
     return {p.name: read_shard(p)[0] for p in sorted((run / "selfplay").rglob("shard-*.h5"))}
 
 
-def test_workers_play_the_same_games_as_one_process(tmp_path):
+class SlowMaterial(MaterialEvaluator):
+    """Answers per row, slowly enough that requests pile up at the server; remembers its largest batch."""
+
+    largest = 0
+
+    def evaluate(self, planes):
+        self.largest = max(self.largest, len(planes))
+        time.sleep(0.002)
+        return super().evaluate(planes)
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_workers_play_the_same_games_as_one_process(tmp_path, pipeline):
     """Games are seeded per spec and the fake evaluator answers per row, so which worker plays a game and which
-    leaves share its batches must not change a single byte of the training data."""
+    leaves share its batches must not change a single byte of the training data. With the pipeline each worker
+    has both halves of its slot out at once (no helper thread): a wrong row offset or an answer taken for the
+    other half would change the games."""
     runs = {}
     for k in (0, 2):
         runs[k] = tmp_path / f"k{k}"
-        p = run_selfplay_task(runs[k], 0, 1, 2, overrides=FAST + [f"selfplay.search_workers={k}"],
-                              evaluator=MaterialEvaluator(2))  # task 1 of 2: its seeds and its share of the games
+        ev = SlowMaterial(2) if k else MaterialEvaluator(2)
+        over = FAST + [f"selfplay.search_workers={k}", f"selfplay.pipeline={str(pipeline and k > 0).lower()}"]
+        p = run_selfplay_task(runs[k], 0, 1, 2, overrides=over, evaluator=ev)  # task 1 of 2: its seeds and share
         assert p.status == "done" and p.games_in_shards == 6 and p.search_workers == k
+    assert ev.largest > 2  # halves of 2 and 1 leaves, or one worker's 3: several requests shared batches
     assert len(p.search_worker_pids) == 2 and os.getpid() not in p.search_worker_pids
     one, two = _shards(runs[0]), _shards(runs[2])
     assert list(one) == list(two) and len(one) == 3
