@@ -82,7 +82,9 @@ class SelfPlayConfig:
     games_in_flight: int = 16  # games one search process plays at once (each of search_workers, or the task itself);
                                # their leaves form the network batches
     pipeline: bool = False  # two halves of the games take turns, one half's network call overlapping the other's
-                            # search: pays off when the network runs on a GPU; on CPU cores it is a wash
+                            # search. In one process (search_workers 0) it pays off only with the network on a
+                            # GPU; in search workers it also helps on CPU cores when one worker shares them with
+                            # the network (docs/performance.md)
     max_plies: int = 200  # a game that reaches this many plies is adjudicated a draw
     adjudicate_material: int = 0  # > 0: a game drawn by max_plies, repetition or no progress while a side is at least
                                   # this much material ahead (pawn 1, knight and bishop 3, rook 5, queen 9) counts as
