@@ -453,7 +453,9 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
     the run ends with every game exactly once, the task's positions equal an uninterrupted replay of it, and
     training logs every planned step exactly once."""
     run = tmp_path / "slrq"
-    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=128", "--set", "train.replay_ratio=6",
+    # SIGTERM leaves self-play running until SLURM's SIGKILL (srun waited 12 s on the testbed): the task must have more than
+    # that left after its first shard, or it finishes in the first attempt (64 games took 11 s on a quiet host)
+    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=256", "--set", "train.replay_ratio=3",
                           generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
     deadline = time.time() + 240
@@ -470,7 +472,7 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert (tp["attempt"], tp["restart_count"], tp["status"]) == (2, 1, "done"), tp
     truth = disk_truth(run, 0)
-    assert (truth["games"], truth["duplicates"], truth["partial"]) == (128, 0, [])
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (256, 0, [])
     assert progress_of(run, 0, 0)["positions"] == replay_task(run, 0, 0, 2, tmp_path)
     check_training_steps(run, 0)
     check_status_matches_disk(run, 1)
@@ -481,8 +483,9 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tm
     """One-minute time limits, slurm.stop_margin_s=40: self-play stops starting shards and training saves its
     state before the limit, each requeues its own job, and the run completes with every game exactly once."""
     run = tmp_path / "sltime"
+    # 20 s before the margin: a task's games must take longer than that even on a quiet host (96 games: 17 s)
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
-                          "--set", "selfplay.games_per_generation=192", "--set", "train.replay_ratio=8", generations=1)
+                          "--set", "selfplay.games_per_generation=288", "--set", "train.replay_ratio=5", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
     wait_for_run(run, 540)
     assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
@@ -490,7 +493,7 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tm
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
     truth = disk_truth(run, 0)
-    assert (truth["games"], truth["duplicates"], truth["partial"]) == (192, 0, [])
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (288, 0, [])
     check_training_steps(run, 0)
     check_status_matches_disk(run, 1)
 
