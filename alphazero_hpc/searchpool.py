@@ -6,8 +6,8 @@ task's process owns the network (and the CUDA context) and serves it; ``K`` sear
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
 input planes, policy logits and values for up to ``games_in_flight`` leaves, and seven counters. A request
-is the 4-byte row count sent on the worker's evaluation pipe, the answer the same 4 bytes back; no array is
-ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
+is 8 bytes on the worker's evaluation pipe (first row in its slot, rows), the answer the same 8 bytes back; no
+array is ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. Whenever the network is
 free it runs one batch over the rows of the workers that have asked, in the order they asked, up to
 ``server_max_batch`` rows; ``server_max_wait_ms`` > 0 holds a partial batch until every live worker has asked
