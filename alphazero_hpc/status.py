@@ -200,9 +200,10 @@ def render(status: dict[str, Any]) -> str:
     for gen in status["generations"]:
         sp, tr, g = gen["selfplay"], gen["train"], gen["generation"]
         wdl = "/".join(str(x) for x in sp["wdl"])
+        rate = f"{sp['games_per_s']:.2f} games/s, " if sp["running"] else ""  # a live rate: none once nothing runs
         lines.append(f"gen {g:>3}  self-play  {sp['done']}/{sp['tasks']} done, {sp['running']} running, {sp['pending']} pending, "
                      f"{sp['failed']} failed | {sp['games']}/{sp['games_target']} games, {sp['positions']} positions, "
-                     f"{sp['shards']} shards | {sp['games_per_s']:.2f} games/s, {sp['avg_game_plies']:.1f} plies/game, "
+                     f"{sp['shards']} shards | {rate}{sp['avg_game_plies']:.1f} plies/game, "
                      f"W/D/L {wdl}, resign false positives {sp['resign_false_positives']}/{sp['playthrough_games']}"
                      + (f", search workers restarted {sp['search_worker_restarts']}x" if sp["search_worker_restarts"] else ""))
         for row in sp["task_rows"]:

@@ -159,7 +159,9 @@ def test_local_pipeline_two_generations(tmp_path):
     assert stages == ([(0, "selfplay", "done")] * tasks + [(0, "train", "done"), (0, "eval", "done")]
                       + [(1, "selfplay", "done")] * tasks + [(1, "train", "done"), (1, "eval", "done")])
     check_evaluated(run, st, 2)
-    assert "eval       gen:2 done: vs gen:1 +" in run_cli("status", str(run)).stdout
+    shown = run_cli("status", str(run)).stdout
+    assert "eval       gen:2 done: vs gen:1 +" in shown
+    assert "games/s" not in shown  # a live rate; "0.00 games/s" beside a finished generation read as a stall
     plots = run_cli("plot", str(run))
     assert plots.returncode == 0, plots.stderr
     for name in ("elo", "losses", "games"):
