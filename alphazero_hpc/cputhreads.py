@@ -29,13 +29,13 @@ def network_cpu_threads(evaluator: Any) -> int | None:
     return get() if get is not None else None
 
 
-def warn_pipeline_on_cpu(pipeline: bool, evaluator: Any, log: Any = None) -> None:
+def warn_pipeline_on_cpu(pipeline: bool, evaluator: Any) -> None:
     """One line when a single process runs the pipeline with its network on the CPU: the pipeline's helper
     thread then fights torch's threads for the cores (docs/performance.md)."""
     if pipeline and network_cpu_threads(evaluator) is not None:
         print("azhpc: selfplay.pipeline is on but the network runs on the CPU in this process: its helper thread "
               "competes with torch's for the cores (3x slower on the tiny config, docs/performance.md); set "
-              "selfplay.pipeline=false or use selfplay.search_workers", file=log or sys.stderr, flush=True)
+              "selfplay.pipeline=false or use selfplay.search_workers", file=sys.stderr, flush=True)
 
 
 def thread_choices(cpus: int, workers: int) -> list[int]:

@@ -49,6 +49,7 @@ from .selfplay import GameSpec, SelfPlayEngine, group_widths
 _REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
 _COUNTERS = 7  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding;
               # games in flight
+_IN_FLIGHT = 6  # the counter of games in flight
 
 
 class Slot:
@@ -357,7 +358,7 @@ class SearchPool:
         self.stats.t_network += time.perf_counter() - t
         self.stats.batches += 1
         self.stats.evaluations += rows
-        if self.threads is not None:
+        if self.threads is not None and self.threads.tuning:
             self.threads.tick(self.stats.evaluations, busy=self._workers_busy())
         by_index = {w.index: w for w in self.live()}
         row = 0
@@ -378,7 +379,7 @@ class SearchPool:
     def _workers_busy(self) -> bool:
         """Every worker is running with all its games in flight (none starting, restarting or out of work)."""
         full = self.cfg.selfplay.games_in_flight
-        return all(w.process is not None and not w.exited and self.slots[w.index].counters[6] >= full for w in self.workers)
+        return all(w.process is not None and not w.exited and self.slots[w.index].counters[_IN_FLIGHT] >= full for w in self.workers)
 
     def counters(self) -> np.ndarray:
         """Simulations and positions of the workers now running, summed (a replacement starts from zero)."""

@@ -120,6 +120,7 @@ class SelfPlayEngine:
         self._turn = 0
         self._inflight: tuple | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azhpc-eval")
+        self._send = getattr(evaluator, "submit", None)  # an evaluator that answers later (the search pool's)
         self.positions_recorded = 0
         self._pending: Iterator[GameSpec] = iter(())
 
@@ -234,10 +235,9 @@ class SelfPlayEngine:
     def _submit(self, planes: np.ndarray, group: int) -> "Future | _Reply":
         """Start the network call for a group's leaves. An evaluator that can send a request without waiting
         (the search pool's) gets it directly; any other is called on the helper thread."""
-        send = getattr(self.search.evaluator, "submit", None)
-        if send is None:
+        if self._send is None:
             return self._pool.submit(self.search.evaluate, planes)
-        return _Reply(send(planes, group))
+        return _Reply(self._send(planes, group))
 
     def _complete(self, step: tuple) -> list[GameRecord]:
         """Take the network's answer for a group, back it up and play the moves whose search is done."""
