@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .errors import AzhpcError
-from .paths import DEFAULT_ROOT
+from .store.paths import DEFAULT_ROOT
 
 CONFIG_HELP = "YAML config (configs/tiny.yaml, small.yaml, cluster.yaml). Env: AZHPC_CONFIG."
 SET_HELP = "Override a config value, e.g. --set mcts.simulations=64 (repeatable)."
@@ -54,7 +54,7 @@ def selfplay(run_dir: Path, generation: int, task: int, num_tasks: int, config_p
 
     Started again with the same arguments it continues after its last complete shard.
     """
-    from .worker import run_selfplay_task
+    from .selfplay.task import run_selfplay_task
 
     p = run_selfplay_task(run_dir, generation, task, num_tasks, config_path, overrides, device)
     click.echo(f"generation {generation} task {task}/{num_tasks}: {p.games_in_shards} games, {p.positions} positions in "
@@ -72,7 +72,7 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
 
     args = ["--run-dir", str(run_dir), "--generation", str(generation)] + (["--workers", str(workers)] if workers is not None else [])
     if nproc_per_node == 1:
-        from .train import main as train_main
+        from .train.trainer import main as train_main
 
         code = train_main(args)
     else:
@@ -114,7 +114,7 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
     the same stages run as processes on this machine (in the background unless --wait).
     """
     from .launch.start import launch as do_launch
-    from .launch.start import run_local_foreground, wait
+    from .report.follow import run_local_foreground, wait
 
     flags = {"run.generations": generations, "slurm.nodes": nodes, "slurm.gpus_per_node": gpus_per_node,
              "slurm.selfplay_tasks": tasks, "slurm.cpus_per_task": cpus_per_task, "slurm.partition": partition,
@@ -164,12 +164,12 @@ def status(run_dir: Path | None, watch: bool, interval: float, as_json: bool) ->
     """
     import time
 
-    from .status import collect, finished, render
+    from .report.status import collect, finished, render
 
     run_dir = run_dir or _newest_run()
     while True:
         st = collect(run_dir)
-        text = json.dumps(st, indent=1) if as_json else render(st)
+        text = json.dumps(st.to_json(), indent=1) if as_json else render(st)
         if watch and sys.stdout.isatty():
             click.echo("\x1b[H\x1b[2J" + text + f"\n(refreshing every {interval:g}s; Ctrl-C stops watching)")
         else:
@@ -200,7 +200,7 @@ def resume(run_dir: Path, generations: int | None, max_attempts: int | None, wai
     """Submit exactly the work a run is missing: failed or cancelled tasks and jobs, generations never
     submitted. Finished, pending and running work is left alone; a second resume submits nothing."""
     from .launch.resume import resume as do_resume
-    from .launch.start import run_local_foreground, wait
+    from .report.follow import run_local_foreground, wait
 
     res = do_resume(run_dir, generations, max_attempts, detach=not wait_, command=" ".join(["azhpc", *sys.argv[1:]]))
     for j in res.submitted:
@@ -236,7 +236,7 @@ def _newest_run() -> Path:
 @click.option("--run-dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True, help="Where runs go (checked for writing).")
 def doctor(run_dir: Path) -> None:
     """Check devices (CUDA, MPS, CPU), SLURM commands, the run folder and versions."""
-    from .doctor import run_doctor
+    from .tools.doctor import run_doctor
 
     for c in run_doctor(run_dir):
         click.echo(f"[{'ok' if c.ok else '--'}] {c.name:14s} {c.detail}")
@@ -268,8 +268,8 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     from .config import split_opponents
     from .evaluate.runner import describe
     from .evaluate.runner import evaluate as run_match
-    from .paths import RunPaths
-    from .run import read_run_config
+    from .store.paths import RunPaths
+    from .store.runconfig import read_run_config
 
     cfg = read_run_config(RunPaths(run_dir))
     failed = []
@@ -318,7 +318,7 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool) -> 
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
-    from .uci import run_uci
+    from .evaluate.uci import run_uci
 
     run_uci(checkpoint, simulations, movetime_ms, device)
 
@@ -329,7 +329,7 @@ def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str
               help="Plot the ladder of the matches scored with this material adjudication (0: chess rules only).")
 def plot(run_dir: Path, adjudicate_material: int) -> None:
     """PNG figures in RUN/plots: Elo per generation and per compute hour, losses, game statistics (needs matplotlib)."""
-    from .plot import plot_run
+    from .report.plot import plot_run
 
     for path in plot_run(run_dir, adjudicate_material):
         click.echo(f"wrote {path}")
@@ -360,7 +360,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
     that a shared machine's drift hits every value alike) and the last lines compare their simulations/s with
     the first value's.
     """
-    from .bench import bench_selfplay
+    from .tools.bench import bench_selfplay
     from .config import load_config
 
     try:
@@ -372,7 +372,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
     cfg = load_config(config_path, overrides)
     ev = None
     if evaluator == "uniform":
-        from .evaluators import UniformEvaluator
+        from .search.fakes import UniformEvaluator
 
         ev = UniformEvaluator(cfg.model.history)
     runs: dict[int, list] = {k: [] for k in ks}
@@ -405,7 +405,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, as_json: bool) -> None:
     """Shard bytes per position and read/write speed for each compression (lc0's V6 record: 8,356 bytes)."""
-    from .bench import bench_shards
+    from .tools.bench import bench_shards
     from .config import load_config
 
     rows = bench_shards(load_config(config_path, overrides), games)
@@ -427,7 +427,7 @@ def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int, steps: int, as_json: bool) -> None:
     """Trainer samples/s, data loader samples/s alone, and the share of step time spent waiting for data."""
-    from .bench import bench_train
+    from .tools.bench import bench_train
     from .config import load_config
 
     r = bench_train(load_config(config_path, overrides), workers, steps)

@@ -3,8 +3,8 @@ import yaml
 
 from alphazero_hpc.config import Config, config_diff, load_config, parse_override
 from alphazero_hpc.errors import ConfigError, RunDirError
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.run import resolve_run_config
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.runconfig import resolve_run_config
 
 from .conftest import ROOT
 

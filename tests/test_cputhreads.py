@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from alphazero_hpc.cputhreads import ThreadTuner, thread_choices
+from alphazero_hpc.net.cputhreads import ThreadTuner, thread_choices
 
 
 class ThreadedFake:
@@ -131,8 +131,8 @@ def test_torch_evaluator_reports_and_sets_its_cpu_threads():
     import torch
 
     from alphazero_hpc.config import load_config
-    from alphazero_hpc.inference import TorchEvaluator
-    from alphazero_hpc.model import build_model
+    from alphazero_hpc.net.inference import TorchEvaluator
+    from alphazero_hpc.net.model import build_model
 
     from .conftest import TINY
 
@@ -147,7 +147,7 @@ def test_torch_evaluator_reports_and_sets_its_cpu_threads():
 
 
 def test_gpu_utilisation_is_the_mean_of_samples_over_the_window():
-    from alphazero_hpc.bench import GpuUtilisation
+    from alphazero_hpc.tools.bench import GpuUtilisation
 
     values = iter([40.0, 60.0, 80.0] + [60.0] * 1000)
     with GpuUtilisation("cuda", every_s=0.01, read=lambda: next(values)) as gpu:
@@ -166,9 +166,9 @@ def test_gpu_utilisation_is_the_mean_of_samples_over_the_window():
 
 
 def test_pool_benchmark_reports_where_the_workers_time_goes():
-    from alphazero_hpc.bench import bench_selfplay
+    from alphazero_hpc.tools.bench import bench_selfplay
     from alphazero_hpc.config import load_config
-    from alphazero_hpc.evaluators import UniformEvaluator
+    from alphazero_hpc.search.fakes import UniformEvaluator
 
     from .conftest import TINY
 
@@ -188,7 +188,7 @@ def test_single_process_benchmark_with_the_net_on_the_cpu(capsys):
     a self-play task prints (a benchmark run with the cluster preset on a laptop would otherwise mislead)."""
     import dataclasses
 
-    from alphazero_hpc.bench import bench_selfplay
+    from alphazero_hpc.tools.bench import bench_selfplay
     from alphazero_hpc.config import load_config
 
     from .conftest import TINY

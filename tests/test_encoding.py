@@ -2,7 +2,7 @@ import chess
 import numpy as np
 import pytest
 
-from alphazero_hpc.encoding import (
+from alphazero_hpc.game.encoding import (
     NUM_MOVES, batch_from_chains, chain_for_board, encode_batch, encode_boards, index_to_move, legal_mask,
     move_index, move_indices, num_planes,
 )
@@ -107,6 +107,6 @@ def test_encoding_never_imports_torch():
     import subprocess
     import sys
 
-    code = "import sys, alphazero_hpc.encoding, alphazero_hpc.mcts, alphazero_hpc.selfplay; print('torch' in sys.modules)"
+    code = "import sys, alphazero_hpc.game.encoding, alphazero_hpc.search.puct, alphazero_hpc.selfplay.engine; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

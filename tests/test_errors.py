@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from alphazero_hpc.evaluators import UniformEvaluator
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.worker import run_selfplay_task
+from alphazero_hpc.search.fakes import UniformEvaluator
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import need_root, run_cli
 from .test_worker import FAST
@@ -116,7 +116,7 @@ def test_full_disk_leaves_complete_shards_and_no_temporaries(tmpfs, tiny_args):
     paths = RunPaths(run)
     assert not [p for p in run.rglob("*.tmp")]
     for k in paths.complete_shards(0, 0):  # whatever was completed is intact
-        from alphazero_hpc.shards import read_shard
+        from alphazero_hpc.store.shards import read_shard
 
         read_shard(paths.shard(0, 0, k))
 

@@ -11,15 +11,16 @@ import chess.pgn
 import numpy as np
 import pytest
 
-from alphazero_hpc.checkpoint import save_checkpoint
+from alphazero_hpc.net.checkpoint import save_checkpoint
 from alphazero_hpc.errors import AzhpcError, RunDirError
+from alphazero_hpc.game.rules import chess_ending
 from alphazero_hpc.evaluate.elo import MatchScore, elo_from_score, expected_score, fit_ratings
 from alphazero_hpc.evaluate.ledger import append_entry, read_ledger
-from alphazero_hpc.evaluate.match import _ended, book_openings, openings_from_spec, play_match
+from alphazero_hpc.evaluate.match import book_openings, openings_from_spec, play_match
 from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer, find_stockfish
-from alphazero_hpc.model import build_model
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.run import resolve_run_config
+from alphazero_hpc.net.model import build_model
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.runconfig import resolve_run_config
 
 from .conftest import IN_CI, TINY, run_cli
 
@@ -140,11 +141,11 @@ def test_material_adjudication_scores_draws_by_rule_only():
     for _ in range(2):
         for san in ("Ka2", "Kg8", "Ka1", "Kh8"):
             board.push_san(san)
-    assert _ended(board, 400) == ("1/2-1/2", "threefold repetition")
-    assert _ended(board, 400, adjudicate_material=9) == ("1-0", "material adjudication (threefold repetition)")
-    assert _ended(board, 400, adjudicate_material=10) == ("1/2-1/2", "threefold repetition")
+    assert chess_ending(board, 400) == ("1/2-1/2", "threefold repetition")
+    assert chess_ending(board, 400, adjudicate_material=9) == ("1-0", "material adjudication (threefold repetition)")
+    assert chess_ending(board, 400, adjudicate_material=10) == ("1/2-1/2", "threefold repetition")
     stalemate = chess.Board("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1")
-    assert _ended(stalemate, 400, adjudicate_material=1) == ("1/2-1/2", "stalemate")  # a rule of chess stays
+    assert chess_ending(stalemate, 400, adjudicate_material=1) == ("1/2-1/2", "stalemate")  # a rule of chess stays
 
 
 def test_greedy_beats_random():
@@ -154,16 +155,17 @@ def test_greedy_beats_random():
 
 # -- ledger ----------------------------------------------------------------------------------------------
 def test_ledger_appends_once_per_key_and_reports_a_bad_line(tmp_path):
-    ledger = tmp_path / "eval" / "ledger.jsonl"
-    assert append_entry(ledger, {"key": "k1", "wins": 1})
-    assert not append_entry(ledger, {"key": "k1", "wins": 2})
-    assert append_entry(ledger, {"key": "k2", "wins": 3})
-    assert [e["wins"] for e in read_ledger(ledger)] == [1, 3]
+    run = RunPaths(tmp_path)
+    ledger = run.ledger
+    assert append_entry(run, {"key": "k1", "wins": 1})
+    assert not append_entry(run, {"key": "k1", "wins": 2})
+    assert append_entry(run, {"key": "k2", "wins": 3})
+    assert [e["wins"] for e in read_ledger(run)] == [1, 3]
     assert not [p for p in ledger.parent.iterdir() if p.name.endswith(".tmp")]
     with open(ledger, "a") as fh:
         fh.write('{"key": "k3", "wins"\n')
     with pytest.raises(RunDirError, match="line 3 is not JSON"):
-        read_ledger(ledger)
+        read_ledger(run)
 
 
 # -- azhpc evaluate / elo end to end ---------------------------------------------------------------------
@@ -185,7 +187,7 @@ def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "previous", "--opponent", "random",
                 "--opponent", "greedy", *FAST)
     assert r.returncode == 0, r.stderr
-    entries = read_ledger(RunPaths(eval_run).ledger)
+    entries = read_ledger(RunPaths(eval_run))
     assert [(e["player"], e["opponent"]) for e in entries] == [("gen:1", "gen:0"), ("gen:1", "random"), ("gen:1", "greedy")]
     for e in entries:
         assert e["wins"] + e["draws"] + e["losses"] == 4
@@ -194,7 +196,7 @@ def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
     assert "gen:1 vs random: +" in r.stdout and "LOS" in r.stdout and "game 4/4" in r.stdout
     again = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", *FAST)
     assert again.returncode == 0 and "already in the ledger" in again.stdout
-    assert len(read_ledger(RunPaths(eval_run).ledger)) == 3
+    assert len(read_ledger(RunPaths(eval_run))) == 3
     ladder = run_cli("elo", str(eval_run), "--json")
     assert ladder.returncode == 0, ladder.stderr
     names = {r["name"]: r for r in json.loads(ladder.stdout)["ratings"]}
@@ -230,23 +232,25 @@ def test_stockfish_opponent(eval_run, stockfish):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",
                 "--games", "2", "--simulations", "4", "--max-plies", "60")
     assert r.returncode == 0, r.stderr
-    (entry,) = read_ledger(RunPaths(eval_run).ledger)
+    (entry,) = read_ledger(RunPaths(eval_run))
     assert entry["opponent"] == "stockfish:skill=0,nodes=200" and entry["games"] == 2
     pgn = (eval_run / entry["pgn"]).read_text()
     assert pgn.count("[Event ") == 2 and '[Black "stockfish:skill=0,nodes=200"]' in pgn
 
 
-def test_net_player_searches_a_repeated_position_nobody_claimed():
+def test_search_of_a_repeated_position_nobody_claimed():
     # Under the evaluation search's rules a repeated position is a draw; the game goes on, so the root must
-    # still be searched (Forest.new_root) and a legal move come back.
+    # still be searched (Forest.new_root) and a legal move come back, to the search API and to the player.
     from alphazero_hpc.config import MCTSConfig
     from alphazero_hpc.evaluate.players import NetPlayer
-    from alphazero_hpc.evaluate.runner import search_rules
-    from alphazero_hpc.evaluators import MaterialEvaluator
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.search.api import TreeSearch
+    from alphazero_hpc.search.fakes import MaterialEvaluator
 
     board = chess.Board()
     for san in ("Nf3", "Nf6", "Ng1", "Ng8"):  # the start position again: seen twice, not claimable
         board.push_san(san)
+    (result,) = TreeSearch(MaterialEvaluator(2), MCTSConfig(), search_rules(400), 2).search([board], 8)
+    assert result.best_move in board.legal_moves and result.root_visits == 9
     player = NetPlayer(MaterialEvaluator(2), MCTSConfig(), 8, search_rules(400), "material")
-    (result,) = player.search([board], 8)
-    assert result.move in board.legal_moves and result.visits == 9
+    assert player.choose([board]) == [result.best_move]

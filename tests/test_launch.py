@@ -9,13 +9,13 @@ import h5py
 import pytest
 import yaml
 
-from alphazero_hpc.checkpoint import file_digest, read_checkpoint
+from alphazero_hpc.net.checkpoint import file_digest, read_checkpoint
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
 from alphazero_hpc.launch.record import pid_alive
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.train import plan_steps
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.train.trainer import plan_steps
 
 from .conftest import TINY, run_cli
 
@@ -72,7 +72,7 @@ def test_split_tasks_respects_max_array_size():
 
 
 def test_time_left_parsing_covers_squeue_formats():
-    from alphazero_hpc.preempt import parse_time_left
+    from alphazero_hpc.cluster.preempt import parse_time_left
 
     assert [parse_time_left(x) for x in ("0:42", "12:03", "1:00:00", "2-03:04:05", "UNLIMITED", "INVALID", "")] == [
         42, 12 * 60 + 3, 3600, ((2 * 24 + 3) * 60 + 4) * 60 + 5, None, None, None]

@@ -3,26 +3,34 @@ import numpy as np
 import pytest
 
 from alphazero_hpc.config import MCTSConfig, load_config
-from alphazero_hpc.encoding import chain_for_board
-from alphazero_hpc.evaluators import MaterialEvaluator, UniformEvaluator
-from alphazero_hpc.mcts import BatchedSearch, Forest, Rules
-from alphazero_hpc.selfplay import GameSpec, SelfPlayEngine
+from alphazero_hpc.game.encoding import chain_for_board
+from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
+from alphazero_hpc.game.rules import Rules
+from alphazero_hpc.search.api import TreeSearch
+from alphazero_hpc.search.forest import Forest
+from alphazero_hpc.selfplay.engine import SelfPlayEngine
+from alphazero_hpc.selfplay.plan import GameSpec
 
 NO_NOISE = MCTSConfig(simulations=200, dirichlet_epsilon=0.0)
 
 
 def search(fens, evaluator, sims=200, rules=Rules(), cfg=NO_NOISE, history=1):
-    forest = Forest(rules, history)
-    roots = [forest.new_node(chess.Board(f), chain_for_board(chess.Board(f), history)) for f in fens]
-    s = BatchedSearch(forest, evaluator, cfg, history)
+    """The search API over ``fens``: ``sims`` simulations in every tree at once."""
+    s = TreeSearch(evaluator, cfg, rules, history)
+    trees = [s.open(chess.Board(f)) for f in fens]
     for _ in range(sims + 1):
-        s.step(roots)
-    return forest, roots, s
+        s.step(trees)
+    return s, trees
 
 
-def best_move(forest, root):
-    _, visits, moves = forest.children(root)
-    return moves[int(np.argmax(visits))], visits
+def forest_of(s, trees):
+    """The forest under the API and its root nodes, for tests of the node arrays themselves."""
+    return s.forest, [s._roots[t] for t in trees]
+
+
+def best_move(s, tree):
+    result = s.result(tree)
+    return result.moves[int(np.argmax(result.visits))], result.visits
 
 
 MATES_IN_ONE = [
@@ -33,27 +41,27 @@ MATES_IN_ONE = [
 
 @pytest.mark.parametrize("fen,uci", MATES_IN_ONE)
 def test_search_finds_mate_in_one_with_a_uniform_evaluator(fen, uci):
-    forest, roots, _ = search([fen], UniformEvaluator(1))
-    move, visits = best_move(forest, roots[0])
+    s, trees = search([fen], UniformEvaluator(1))
+    move, visits = best_move(s, trees[0])
     assert move.uci() == uci
     assert visits.max() > 0.5 * visits.sum()  # a proven win draws most of the visits
-    assert forest.q(roots[0]) > 0.5
+    assert s.result(trees[0]).value > 0.5
 
 
 def test_many_positions_searched_in_one_batch_agree_with_searching_alone():
     fens = [f for f, _ in MATES_IN_ONE] + [chess.STARTING_FEN]
-    forest, roots, s = search(fens, UniformEvaluator(1), sims=60)
+    s, trees = search(fens, UniformEvaluator(1), sims=60)
     assert s.stats.batches <= 61  # one network call per step for all three trees
-    for fen, root in zip(fens, roots):
-        f2, r2, _ = search([fen], UniformEvaluator(1), sims=60)
-        assert np.array_equal(forest.children(root)[1], f2.children(r2[0])[1])
+    for fen, tree in zip(fens, trees):
+        s2, t2 = search([fen], UniformEvaluator(1), sims=60)
+        assert np.array_equal(s.result(tree).visits, s2.result(t2[0]).visits)
 
 
 def test_search_does_not_hang_its_queen():
     # White queen on d4 attacked by nothing; moving it to d5 (attacked by the e6 pawn) hangs it.
     fen = "4k3/8/4p3/8/3Q4/8/8/4K3 w - - 0 1"
-    forest, roots, _ = search([fen], MaterialEvaluator(1), sims=300)
-    move, _ = best_move(forest, roots[0])
+    s, trees = search([fen], MaterialEvaluator(1), sims=300)
+    move, _ = best_move(s, trees[0])
     b = chess.Board(fen)
     b.push(move)
     assert not b.is_attacked_by(chess.BLACK, move.to_square) or b.is_check(), f"hung the queen with {move}"
@@ -61,8 +69,8 @@ def test_search_does_not_hang_its_queen():
 
 def test_search_takes_a_hanging_queen():
     fen = "4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1"
-    forest, roots, _ = search([fen], MaterialEvaluator(1), sims=200)
-    assert best_move(forest, roots[0])[0].uci() == "d2d5"
+    s, trees = search([fen], MaterialEvaluator(1), sims=200)
+    assert best_move(s, trees[0])[0].uci() == "d2d5"
 
 
 @pytest.mark.parametrize("fen,value", [
@@ -94,7 +102,7 @@ def test_threefold_repetition_and_max_plies_end_the_game():
 
 
 def test_visits_add_up_and_values_stay_in_range():
-    forest, roots, _ = search([chess.STARTING_FEN], MaterialEvaluator(1), sims=150)
+    forest, roots = forest_of(*search([chess.STARTING_FEN], MaterialEvaluator(1), sims=150))
     _, visits, moves = forest.children(roots[0])
     assert visits.sum() == forest.node_n()[roots[0]] - 1 == 150
     assert len(moves) == 20
@@ -102,21 +110,21 @@ def test_visits_add_up_and_values_stay_in_range():
 
 
 def test_compaction_keeps_exactly_the_live_trees():
-    forest, roots, s = search([chess.STARTING_FEN, MATES_IN_ONE[0][0]], UniformEvaluator(1), sims=80)
-    before = [forest.children(r)[1].copy() for r in roots]
-    keep = [forest.child_of(roots[0], int(np.argmax(before[0])))]
-    kept_visits = forest.node_n()[keep[0]]
-    new = forest.compact(keep)[keep]
-    assert forest.num_nodes == kept_visits  # one node per visit of the kept subtree, nothing else
-    assert forest.node_n()[new[0]] == kept_visits
-    s.step(new)  # the compacted tree is still searchable
-    assert forest.node_n()[new[0]] == kept_visits + 1
+    s, (kept, dropped) = search([chess.STARTING_FEN, MATES_IN_ONE[0][0]], UniformEvaluator(1), sims=80)
+    s.advance(kept, int(np.argmax(s.result(kept).visits)))  # the most visited child's subtree is the tree now
+    kept_visits = s.root_visits(kept)
+    s.release(dropped)
+    assert s.compact(force=True)
+    assert s.num_nodes == kept_visits  # one node per visit of the kept subtree, nothing else
+    assert s.root_visits(kept) == kept_visits
+    s.step([kept])  # the compacted tree is still searchable through its handle
+    assert s.root_visits(kept) == kept_visits + 1
 
 
 def _play(cfg, n_games, compact_at=None):
     eng = SelfPlayEngine(UniformEvaluator(cfg.model.history), cfg)
     if compact_at:
-        eng._compact_at = compact_at
+        eng.search._compact_at = compact_at
     recs = sorted(eng.play([GameSpec(0, i, 1000 + i) for i in range(n_games)]), key=lambda r: r.spec.index)
     return recs
 

@@ -2,16 +2,16 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero_hpc.checkpoint import load_model, save_checkpoint
+from alphazero_hpc.net.checkpoint import load_model, save_checkpoint
 from alphazero_hpc.config import ModelConfig
-from alphazero_hpc.encoding import NUM_MOVES, encode_boards, num_planes
+from alphazero_hpc.game.encoding import NUM_MOVES, encode_boards, num_planes
 from alphazero_hpc.errors import CheckpointError, ShardError
-from alphazero_hpc.evaluators import UniformEvaluator
-from alphazero_hpc.inference import TorchEvaluator
-from alphazero_hpc.model import build_model, count_parameters
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.shards import read_shard
-from alphazero_hpc.worker import run_selfplay_task
+from alphazero_hpc.search.fakes import UniformEvaluator
+from alphazero_hpc.net.inference import TorchEvaluator
+from alphazero_hpc.net.model import build_model, count_parameters
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.shards import read_shard
+from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import random_game_boards
 from .test_worker import FAST
@@ -103,7 +103,7 @@ def test_shard_round_trip_truncation_and_foreign_files(tmp_path):
 
 
 def test_doctor_reports_cpu_and_missing_or_present_slurm(tmp_path):
-    from alphazero_hpc.doctor import run_doctor
+    from alphazero_hpc.tools.doctor import run_doctor
 
     checks = {c.name: c for c in run_doctor(tmp_path)}
     assert checks["device cpu"].ok and "matmul" in checks["device cpu"].detail

@@ -13,12 +13,12 @@ import pytest
 
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
-from alphazero_hpc.evaluators import MaterialEvaluator, UniformEvaluator
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.progress import read_progress
-from alphazero_hpc.searchpool import SearchPool
-from alphazero_hpc.shards import read_shard
-from alphazero_hpc.worker import run_selfplay_task, search_workers
+from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.progress import read_progress
+from alphazero_hpc.selfplay.pool import SearchPool
+from alphazero_hpc.store.shards import read_shard
+from alphazero_hpc.selfplay.task import run_selfplay_task, search_workers
 
 from .conftest import ROOT, TINY, run_cli
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from alphazero_hpc.checkpoint import load_model
+from alphazero_hpc.net.checkpoint import load_model
 from alphazero_hpc.config import load_config
-from alphazero_hpc.data import BatchPlan, ShardRef, replay_window
-from alphazero_hpc.evaluators import UniformEvaluator
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.train import plan_steps
-from alphazero_hpc.worker import run_selfplay_task
+from alphazero_hpc.train.data import BatchPlan, ShardRef, replay_window
+from alphazero_hpc.search.fakes import UniformEvaluator
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.train.trainer import plan_steps
+from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import TINY
 
@@ -34,7 +34,7 @@ def train(run: Path, *args, nproc=1, timeout=600, env=None):
     cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0", "--workers", "1", *args]
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *cmd[1:]]
-        cmd[cmd.index("alphazero_hpc.train") - 1] = "-m"
+        cmd[cmd.index("alphazero_hpc.train.trainer") - 1] = "-m"
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -167,7 +167,7 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     """USR2 to a training stage (what SLURM sends before the time limit, or on preemption): both ranks stop
     at the same step, the state is saved, the stage exits 75 (requeue me); the rerun ends with the same steps
     and the same weights as a run that was never stopped."""
-    from alphazero_hpc.checkpoint import ensure_initial_checkpoint
+    from alphazero_hpc.net.checkpoint import ensure_initial_checkpoint
 
     runs = {}
     for name in ("clean", "stopped"):

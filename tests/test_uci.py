@@ -10,9 +10,9 @@ import chess.engine
 import numpy as np
 import pytest
 
-from alphazero_hpc.checkpoint import save_checkpoint
+from alphazero_hpc.net.checkpoint import save_checkpoint
 from alphazero_hpc.config import ModelConfig
-from alphazero_hpc.model import build_model
+from alphazero_hpc.net.model import build_model
 
 
 @pytest.fixture(scope="module")

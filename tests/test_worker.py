@@ -10,10 +10,10 @@ import h5py
 import numpy as np
 import pytest
 
-from alphazero_hpc.evaluators import UniformEvaluator
-from alphazero_hpc.paths import RunPaths
-from alphazero_hpc.shards import read_shard
-from alphazero_hpc.worker import run_selfplay_task
+from alphazero_hpc.search.fakes import UniformEvaluator
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.shards import read_shard
+from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import run_cli
 
@@ -22,8 +22,8 @@ FAST = ["selfplay.games_per_generation=12", "selfplay.games_per_shard=2", "selfp
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from alphazero_hpc.evaluators import UniformEvaluator
-    from alphazero_hpc.worker import run_selfplay_task
+    from alphazero_hpc.search.fakes import UniformEvaluator
+    from alphazero_hpc.selfplay.task import run_selfplay_task
     run_selfplay_task(sys.argv[1], 0, 1, 2, None, sys.argv[2:], evaluator=UniformEvaluator(2))
 """)
 

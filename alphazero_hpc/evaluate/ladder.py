@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import fsutil
+from ..store import atomic
 from ..errors import AzhpcError
-from ..paths import RunPaths
+from ..store.paths import RunPaths
 from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import read_ledger
 
@@ -16,7 +16,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     """Fit the ladder of a run (``anchor`` at Elo 0) over the matches scored with ``adjudicate_material``
     (0: chess rules only; matches scored differently are not mixed) and store it in RUN/eval/ratings.json."""
     paths = RunPaths(run_dir)
-    entries = [e for e in read_ledger(paths.ledger) if e.get("adjudicate_material", 0) == adjudicate_material]
+    entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material]
     if not entries:
         raise AzhpcError(f"no evaluations in {paths.ledger}"
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
@@ -27,8 +27,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
                          f"or pass --anchor with one of {', '.join(sorted(names))}")
     matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
     table = ladder_table(fit_ratings(matches, anchor))
-    name = "ratings.json" if not adjudicate_material else f"ratings-adjudicated-{adjudicate_material}.json"
-    fsutil.write_json(paths.eval_dir / name,
+    atomic.write_json(paths.ratings(adjudicate_material),
                       {"anchor": anchor, "matches": len(entries), "adjudicate_material": adjudicate_material,
                        "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
                       doing="writing the ratings")

@@ -14,15 +14,16 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import fsutil
+from ..store import atomic
 from ..errors import RunDirError, describe_os_error
+from ..store.paths import RunPaths
 
 LEDGER_SCHEMA = 1
 
 
 @contextlib.contextmanager
-def _locked(ledger: Path) -> Iterator[None]:
-    lock = ledger.with_name(".ledger.lock")
+def _locked(paths: RunPaths) -> Iterator[None]:
+    lock = paths.ledger_lock
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lock, "a")
@@ -33,8 +34,9 @@ def _locked(ledger: Path) -> Iterator[None]:
         yield
 
 
-def read_ledger(ledger: Path) -> list[dict[str, Any]]:
+def read_ledger(paths: RunPaths) -> list[dict[str, Any]]:
     """Every entry, oldest first; a line that does not parse is reported, not skipped silently."""
+    ledger = paths.ledger
     try:
         text = ledger.read_text()
     except FileNotFoundError:
@@ -53,17 +55,17 @@ def read_ledger(ledger: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def find_entry(ledger: Path, key: str) -> dict[str, Any] | None:
-    return next((e for e in read_ledger(ledger) if e["key"] == key), None)
+def find_entry(paths: RunPaths, key: str) -> dict[str, Any] | None:
+    return next((e for e in read_ledger(paths) if e["key"] == key), None)
 
 
-def append_entry(ledger: Path, entry: dict[str, Any]) -> bool:
+def append_entry(paths: RunPaths, entry: dict[str, Any]) -> bool:
     """Add ``entry`` unless one with its key is there; returns whether it was added."""
     entry = {"schema": LEDGER_SCHEMA, **entry}
-    with _locked(ledger):
-        entries = read_ledger(ledger)
+    with _locked(paths):
+        entries = read_ledger(paths)
         if any(e["key"] == entry["key"] for e in entries):
             return False
         lines = [json.dumps(e, sort_keys=True) for e in entries + [entry]]
-        fsutil.write_text(ledger, "\n".join(lines) + "\n", doing="appending to the evaluation ledger")
+        atomic.write_text(paths.ledger, "\n".join(lines) + "\n", doing="appending to the evaluation ledger")
     return True

@@ -18,7 +18,7 @@ import chess.pgn
 import numpy as np
 
 from ..errors import AzhpcError
-from ..evaluators import material_winner
+from ..game.rules import chess_ending
 from .players import Player
 
 
@@ -84,27 +84,6 @@ class GameOutcome:
         return white if self.first_is_white else 1.0 - white
 
 
-def _ended(board: chess.Board, max_plies: int, adjudicate_material: int = 0) -> tuple[str, str] | None:
-    """(result, termination) if the game is over: the rules, threefold and fifty moves claimed at once,
-    and ``max_plies`` a draw. With ``adjudicate_material`` > 0, a game drawn by repetition, fifty moves or
-    max plies while a side is that much material ahead is scored as that side's win."""
-    outcome = board.outcome()
-    if outcome is not None:
-        return outcome.result(), outcome.termination.name.lower().replace("_", " ")
-    if board.is_repetition(3):
-        draw = "threefold repetition"
-    elif board.halfmove_clock >= 100:
-        draw = "fifty moves"
-    elif board.ply() >= max_plies:
-        draw = "max plies"
-    else:
-        return None
-    winner = material_winner(board, adjudicate_material)
-    if winner:
-        return ("1-0" if winner > 0 else "0-1"), f"material adjudication ({draw})"
-    return "1/2-1/2", draw
-
-
 def play_match(first: Player, second: Player, games: int, openings: Sequence[Opening], max_plies: int,
                parallel: int = 64, event: str = "azhpc evaluate", adjudicate_material: int = 0,
                on_game: Callable[[GameOutcome], None] | None = None) -> list[GameOutcome]:
@@ -135,7 +114,7 @@ def play_match(first: Player, second: Player, games: int, openings: Sequence[Ope
                         end = ("0-1" if board.turn == chess.WHITE else "1-0", "resignation")
                     else:
                         board.push(move)
-                        end = _ended(board, max_plies, adjudicate_material)
+                        end = chess_ending(board, max_plies, adjudicate_material)
                     if end is not None:
                         out = _outcome(i, board, end, first.name, second.name, event, openings, book_plies[i])
                         outcomes.append(out)

@@ -10,15 +10,16 @@ import dataclasses
 import math
 import shutil
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import chess
 import numpy as np
 
 from ..config import MCTSConfig
 from ..errors import AzhpcError
-from ..evaluators import material_balance
-from ..mcts import BatchedSearch, Evaluator, Forest, Rules
+from ..game.rules import Rules, material_balance
+from ..search.api import TreeSearch
+from ..search.evaluator import Evaluator
 
 
 class Player(Protocol):
@@ -71,20 +72,8 @@ class GreedyPlayer(RandomPlayer):
         return out
 
 
-@dataclasses.dataclass
-class SearchResult:
-    move: chess.Move
-    visits: int  # visits of the root after the search
-    q: float  # the root's mean value for the side to move
-    pv: list[chess.Move]
-
-
 class NetPlayer:
-    """The network with PUCT search and no exploration noise: plays the most visited move.
-
-    ``search`` runs a fixed number of simulations for every board at once; ``stop`` (a callable checked
-    between simulations) ends it early, as UCI's ``stop`` and movetime need.
-    """
+    """The network with the search and no exploration noise: plays the most visited move."""
 
     def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, simulations: int, rules: Rules, name: str) -> None:
         self.name = name
@@ -93,39 +82,11 @@ class NetPlayer:
         self.simulations = simulations
         self.rules = rules
 
-    def search(self, boards: Sequence[chess.Board], simulations: int,
-               stop: Callable[[int], bool] | None = None) -> list[SearchResult]:
-        history = self.evaluator.history
-        forest = Forest(self.rules, history)
-        search = BatchedSearch(forest, self.evaluator, self.mcts, history)
-        roots = [forest.new_root(b) for b in boards]
-        done = 0
-        while True:
-            search.step(roots)  # the first step expands the roots; each later one is one simulation per root
-            if done >= simulations or (stop is not None and stop(done)):
-                break
-            done += 1
-        return [self._result(forest, r) for r in roots]
-
-    @staticmethod
-    def _result(forest: Forest, root: int) -> SearchResult:
-        priors, visits, moves = forest.children(root)
-        k = int(np.lexsort((-priors, -visits))[0])  # most visits, then highest prior
-        pv = [moves[k]]
-        node = forest.child_of(root, k)
-        while node >= 0 and forest.is_expanded(node) and len(pv) < 10:
-            p, v, m = forest.children(node)
-            if not v.any():
-                break
-            j = int(np.lexsort((-p, -v))[0])
-            pv.append(m[j])
-            node = forest.child_of(node, j)
-        return SearchResult(moves[k], int(forest.node_n()[root]), forest.q(root), pv)
-
     def choose(self, boards: Sequence[chess.Board]) -> list[chess.Move | None]:
         if not boards:
             return []
-        return [r.move for r in self.search(boards, self.simulations)]
+        search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+        return [r.best_move for r in search.search(boards, self.simulations, pv_length=0)]
 
     def close(self) -> None:
         pass

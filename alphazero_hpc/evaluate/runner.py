@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import fsutil
+from ..store import atomic
 from ..config import Config
 from ..errors import AzhpcError, CheckpointError
-from ..mcts import Rules
-from ..paths import RunPaths
+from ..game.rules import Rules, search_rules
+from ..store.paths import RunPaths
+from ..store.progress import EvalProgress
 from .elo import MatchScore, format_elo
 from .ledger import append_entry, find_entry
 from .match import openings_from_spec, play_match
@@ -48,14 +49,6 @@ class MatchPlan:
         return "vs-" + re.sub(r"[^A-Za-z0-9]+", "-", self.opponent).strip("-") + f"-s{self.seed}"
 
 
-def search_rules(max_plies: int) -> Rules:
-    """What the network's search (not the game) counts as the end: as lc0 does, a position seen before in the
-    game or the tree is a draw, so a side that is ahead makes progress instead of repeating moves until the
-    threefold claim (the learning run's networks drew 19 of 20 won games against random that way;
-    docs/evaluation.md). The game itself ends by the rules of chess (``match._ended``)."""
-    return Rules(repetitions_for_draw=2, no_progress_plies=100, max_plies=max_plies)
-
-
 def canonical_opponent(spec: str, generation: int) -> str:
     """The ladder name of an opponent given on the command line or in eval.opponents."""
     spec = spec.strip()
@@ -73,8 +66,8 @@ def canonical_opponent(spec: str, generation: int) -> str:
 
 
 def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int, rules: Rules, device: str) -> NetPlayer:
-    from ..checkpoint import load_model
-    from ..inference import TorchEvaluator, pick_device
+    from ..net.checkpoint import load_model
+    from ..net.inference import TorchEvaluator, pick_device
 
     path = paths.model(generation)
     if not path.exists():
@@ -110,7 +103,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
                      ev.adjudicate_material if adjudicate_material is None else adjudicate_material)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
-    done = find_entry(paths.ledger, plan.key)
+    done = find_entry(paths, plan.key)
     if done is not None:
         return done, False
     rules = search_rules(plan.max_plies + 2)
@@ -133,7 +126,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
         rival.close()
     seconds = time.perf_counter() - t0
     pgn_path = paths.eval_pgn(generation, plan.pgn_name)
-    fsutil.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
+    atomic.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
     score = MatchScore.from_points(o.first_points for o in outcomes)
     if plan.adjudicate_material:  # the same games under chess rules only: adjudicated games are draws
         rules_only = MatchScore.from_points(0.5 if o.termination.startswith("material adjudication") else o.first_points
@@ -150,8 +143,8 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
-    added = append_entry(paths.ledger, entry)
-    return (entry if added else find_entry(paths.ledger, plan.key) or entry), added
+    added = append_entry(paths, entry)
+    return (entry if added else find_entry(paths, plan.key) or entry), added
 
 
 def describe(entry: dict[str, Any]) -> str:
@@ -165,38 +158,32 @@ def describe(entry: dict[str, Any]) -> str:
                if entry.get("adjudicate_material") else ""))
 
 
-def eval_progress_path(paths: RunPaths, generation: int) -> Path:
-    return paths.eval_dir / f"gen-{generation:04d}" / "progress.json"
-
-
 def evaluate_generation(run_dir: Path, generation: int, device: str = "auto",
-                        echo: Callable[[str], None] = print) -> dict[str, Any]:
+                        echo: Callable[[str], None] = print) -> EvalProgress:
     """The evaluation stage: generation G against every opponent of ``eval.opponents``, in the ledger.
 
     One opponent failing (Stockfish missing) is recorded and the others still play; progress goes to
     RUN/eval/gen-G/progress.json. A requeued or repeated stage finds finished matches in the ledger.
     """
     from ..config import split_opponents
-    from ..run import read_run_config
+    from ..store.runconfig import read_run_config
 
     paths = RunPaths(run_dir)
     cfg = read_run_config(paths)
     opponents = split_opponents(cfg.eval.opponents)
-    progress: dict[str, Any] = {"generation": generation, "status": "running", "opponents": opponents, "results": [],
-                                "errors": [], "host": platform.node(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                                "started": time.time(), "updated": time.time()}
-    where = eval_progress_path(paths, generation)
-    fsutil.write_json(where, progress, doing="writing evaluation progress")
+    progress = EvalProgress(generation, opponents)
+    where = paths.eval_progress(generation)
+    atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
     for spec in opponents:
         try:
             entry, _ = evaluate(run_dir, cfg, generation, spec, device=device)
-            progress["results"].append(describe(entry))
+            progress.results.append(describe(entry))
             echo(describe(entry))
         except AzhpcError as exc:
-            progress["errors"].append(f"{spec}: {exc}")
+            progress.errors.append(f"{spec}: {exc}")
             echo(f"Error: {spec}: {exc}")
-        progress["updated"] = time.time()
-        fsutil.write_json(where, progress, doing="writing evaluation progress")
-    progress["status"] = "failed" if progress["errors"] else "done"
-    fsutil.write_json(where, progress, doing="writing evaluation progress")
+        progress.updated = time.time()
+        atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
+    progress.status = "failed" if progress.errors else "done"
+    atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
     return progress

@@ -12,9 +12,9 @@ import signal
 import time
 from pathlib import Path
 
-from .. import scheduler
+from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
-from ..paths import RunPaths
+from ..store.paths import RunPaths
 from .record import pid_alive, read_record, record_lock, write_record
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..paths import RunPaths
-from ..progress import task_done
-from ..run import read_run_config
+from ..store.paths import RunPaths
+from ..store.progress import task_done
+from ..store.runconfig import read_run_config
 from .record import JobRecord, LaunchRecord, read_record, write_record
 
 
@@ -69,7 +69,7 @@ class LocalSupervisor:
         name = f"local-g{generation:04d}-{stage}" + (f"-task{tasks[0]:04d}" if stage == "selfplay" else "")
         if stage == "eval":
             name = f"local-g{int(args[1]):04d}-eval"  # named after the generation it evaluates
-        log = self.paths.logs / f"{name}.log"
+        log = self.paths.stage_log(name)
         attempt = 1 + len([j for j in self.record.jobs_of(generation, stage) if j.tasks == tasks])
         with open(log, "ab") as fh:
             popen = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.stages", stage, *args], stdout=fh,
@@ -168,7 +168,7 @@ def start_detached(run_dir: Path) -> int:
     """Start the supervisor in its own session (it outlives the terminal); returns its pid."""
     paths = RunPaths(Path(run_dir))
     paths.logs.mkdir(parents=True, exist_ok=True)
-    with open(paths.logs / "local-supervisor.log", "ab") as fh:
+    with open(paths.supervisor_log, "ab") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.local", str(run_dir)], stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc.pid

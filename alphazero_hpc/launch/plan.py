@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from ..config import Config
 from ..errors import AzhpcError
-from ..worker import plan_task
+from ..selfplay.plan import plan_task
 
 CLUSTERS = ("slurm", "local")
 DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize

@@ -23,9 +23,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
-from .. import fsutil
+from ..store import atomic
 from ..errors import RunDirError
-from ..paths import RunPaths
+from ..store.paths import RunPaths
 from .plan import LaunchPlan
 
 RECORD_SCHEMA = 1
@@ -113,7 +113,7 @@ def record_lock(paths: RunPaths) -> Iterator[None]:
     """One launch, resume or cancel of a run at a time (an flock on RUN/.launch.lock; released if the holder dies)."""
     if not paths.root.is_dir():
         raise RunDirError(f"{paths.root} is not a run folder (it does not exist): check the path")
-    with open(paths.root / ".launch.lock", "a") as fh:
+    with open(paths.launch_lock, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -125,7 +125,7 @@ def record_lock(paths: RunPaths) -> Iterator[None]:
 
 
 def write_record(paths: RunPaths, record: LaunchRecord) -> None:
-    fsutil.write_json(paths.launch_record, record.to_json(), doing="writing the launch record")
+    atomic.write_json(paths.launch_record, record.to_json(), doing="writing the launch record")
 
 
 def read_record(paths: RunPaths) -> LaunchRecord | None:
@@ -133,7 +133,7 @@ def read_record(paths: RunPaths) -> LaunchRecord | None:
     if not paths.launch_record.exists():
         return None
     try:
-        data = fsutil.read_json(paths.launch_record)
+        data = atomic.read_json(paths.launch_record)
         if data.get("schema_version") != RECORD_SCHEMA:
             raise KeyError("schema_version")
         return LaunchRecord.from_json(data)

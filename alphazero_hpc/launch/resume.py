@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import scheduler
+from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
-from ..paths import RunPaths
-from ..progress import read_progress, task_done
-from ..run import read_run_config
+from ..store.paths import RunPaths
+from ..store.progress import read_task_progress, read_train_progress, task_done
+from ..store.runconfig import read_run_config
 from . import plan as planning
 from .record import JobRecord, LaunchRecord, pid_alive, read_record, record_lock, write_record
 
@@ -103,7 +103,8 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
     for t in range(record.plan.tasks):
         failed = record.local_failures(g, t)
         if not task_done(paths.progress(g, t)) and len(failed) >= limit:
-            error = (read_progress(paths.progress(g, t)) or {}).get("error") or f"exit status {failed[-1].exit_code}"
+            progress = read_task_progress(paths.progress(g, t))
+            error = (progress.error if progress else "") or f"exit status {failed[-1].exit_code}"
             result.gave_up.append(_gave_up(f"generation {g} task {t}", len(failed), error))
     if result.gave_up:
         return result
@@ -152,10 +153,10 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
                 continue
             if train and tstate and tstate.active:
                 cancel.append(train.job_id)
-            progress = read_progress(paths.train_progress(g + 1)) or {}
-            failed = _failures(train_jobs, states, progress.get("status") == "failed")
+            progress = read_train_progress(paths.train_progress(g + 1))
+            failed = _failures(train_jobs, states, progress is not None and progress.status == "failed")
             if failed >= limit:
-                result.gave_up.append(_gave_up(f"generation {g} training", failed, progress.get("error", "")))
+                result.gave_up.append(_gave_up(f"generation {g} training", failed, progress.error if progress else ""))
                 break
             attempt = 1 + len(train_jobs)
             arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
@@ -195,10 +196,10 @@ def _selfplay_todo(paths: RunPaths, record: LaunchRecord, states, g: int, limit:
                 result.kept.append(job.element_id(t))
                 continue
             cancel.append(job.element_id(t))
-        progress = read_progress(paths.progress(g, t)) or {}
-        failed = _failures(jobs, states, progress.get("status") == "failed", t)
+        progress = read_task_progress(paths.progress(g, t))
+        failed = _failures(jobs, states, progress is not None and progress.status == "failed", t)
         if failed >= limit:
-            result.gave_up.append(_gave_up(f"generation {g} task {t}", failed, progress.get("error", "")))
+            result.gave_up.append(_gave_up(f"generation {g} task {t}", failed, progress.error if progress else ""))
             continue
         missing.append(t)
     return missing, sorted(live)

@@ -27,7 +27,7 @@ from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer,
 
 from ..config import Config
 from ..errors import AzhpcError
-from ..paths import RunPaths
+from ..store.paths import RunPaths
 from .plan import LaunchPlan, split_tasks
 from .record import JobRecord
 from .stages import TrainStage, eval_stage, selfplay_stage, torchrun_command

@@ -16,9 +16,9 @@ as rendezvous id, so ranks meet wherever SLURM placed them. Outside SLURM it run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,13 +26,14 @@ from pathlib import Path
 
 import submitit
 
-from .. import fsutil, preempt, scheduler
+from ..store import atomic
+from ..cluster import preempt, scheduler
 from ..config import Config
 from ..errors import AzhpcError
-from ..paths import RunPaths
-from ..progress import read_progress
-from ..run import read_run_config, resolve_run_config
-from ..shards import read_sidecar
+from ..store.paths import RunPaths
+from ..store.progress import TrainProgress, read_train_progress
+from ..store.runconfig import read_run_config, resolve_run_config
+from ..store.shards import generation_totals
 
 RDZV_PORT_BASE = 29400
 
@@ -58,7 +59,7 @@ class SelfPlayStage(submitit.helpers.Checkpointable):
     (the same call again: the state is the complete shards on disk) and requeues the job."""
 
     def __call__(self, run_dir: str, generation: int, task: int, num_tasks: int) -> dict:
-        from ..worker import run_selfplay_task
+        from ..selfplay.task import run_selfplay_task
 
         p = run_selfplay_task(run_dir, generation, task, num_tasks, deadline=preempt.Deadline.of_this_job())
         if p.status == "stopped":
@@ -69,26 +70,10 @@ class SelfPlayStage(submitit.helpers.Checkpointable):
 selfplay_stage = SelfPlayStage()
 
 
-def generation_games(paths: RunPaths, generation: int) -> tuple[int, int, int]:
-    """(games, positions, shards) of a generation's complete shards, from the sidecars (a sidecar that
-    cannot be read counts as a shard but adds no games or positions)."""
-    games = positions = shards = 0
-    folder = paths.selfplay(generation)
-    for sidecar in sorted(folder.glob("task-*/shard-*.json")) if folder.is_dir() else []:
-        shards += 1
-        try:
-            meta = read_sidecar(sidecar)
-        except AzhpcError:
-            continue  # the trainer reports and skips it
-        games += int(meta["games"])
-        positions += int(meta["rows"])
-    return games, positions, shards
-
-
 def check_min_data(cfg: Config, paths: RunPaths, generation: int) -> int:
     """The minimum-data rule: train only when enough of the generation's games exist. Returns the games."""
     planned = cfg.selfplay.games_per_generation
-    games, _, _ = generation_games(paths, generation)
+    games, _, _ = generation_totals(paths, generation)
     need = max(1, int(round(cfg.train.min_selfplay_fraction * planned)))
     if games < need:
         raise AzhpcError(
@@ -124,17 +109,14 @@ class _TrainProgress:
     def __init__(self, paths: RunPaths, generation: int, enabled: bool, nodes: int, ranks: int) -> None:
         self.path = paths.train_progress(generation + 1)
         self.enabled = enabled
-        previous = read_progress(self.path) or {}
-        self.data = {"generation": generation + 1, "trained_from": generation, "status": "starting",
-                     "attempt": int(previous.get("attempt", 0)) + 1, "host": socket.gethostname(), "pid": os.getpid(),
-                     "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
-                     "restart_count": int(os.environ.get("SLURM_RESTART_COUNT", 0) or 0),
-                     "nodes": nodes, "ranks": ranks, "started": time.time(), "updated": time.time(), "error": ""}
+        previous = read_train_progress(self.path)
+        self.data = TrainProgress(generation + 1, generation, attempt=(previous.attempt if previous else 0) + 1,
+                                  nodes=nodes, ranks=ranks)
 
     def write(self, **changes) -> None:
         if self.enabled:
-            self.data.update(changes, updated=time.time())
-            fsutil.write_json(self.path, self.data, doing="writing training progress")
+            self.data = dataclasses.replace(self.data, **changes, updated=time.time())
+            atomic.write_json(self.path, self.data.to_json(), doing="writing training progress")
 
 
 _torchrun: subprocess.Popen | None = None  # the running torchrun agent (module level: the stage is pickled)
@@ -233,8 +215,8 @@ def eval_stage(run_dir: str, generation: int) -> int:
     from ..evaluate.runner import evaluate_generation
 
     result = evaluate_generation(Path(run_dir), generation)
-    if result["status"] == "failed":
-        raise AzhpcError(f"evaluation of generation {generation}: " + "; ".join(result["errors"]))
+    if result.status == "failed":
+        raise AzhpcError(f"evaluation of generation {generation}: " + "; ".join(result.errors))
     return 0
 
 
@@ -260,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.stage == "init":
-            from ..checkpoint import ensure_initial_checkpoint  # here: search workers import this module, never torch
+            from ..net.checkpoint import ensure_initial_checkpoint  # here: search workers import this module, never torch
 
             paths = RunPaths(Path(args.run_dir))
             cfg = resolve_run_config(paths, args.config, args.overrides)

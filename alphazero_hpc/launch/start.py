@@ -1,20 +1,19 @@
 """``launch()``: resolve the run's config and plan, record them, then submit the chain (SLURM) or start the
-local supervisor. ``wait()`` follows a run until nothing can change any more."""
+local supervisor (``report.follow`` follows the run from there)."""
 
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from .. import scheduler
-from ..checkpoint import ensure_initial_checkpoint
+from ..cluster import scheduler
+from ..net.checkpoint import ensure_initial_checkpoint
 from ..config import Config, load_config
 from ..errors import AzhpcError, RunDirError
-from ..paths import RunPaths
-from ..run import resolve_run_config
+from ..store.paths import RunPaths
+from ..store.runconfig import resolve_run_config
 from . import plan as planning
 from .record import LaunchRecord, write_record
 
@@ -97,43 +96,3 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
         raise
     write_record(paths, record)
     return LaunchResult(paths, plan, record)
-
-
-def _echo_changes(echo: Callable[[str], None]) -> Callable[[dict], None]:
-    from ..status import render_brief
-
-    last = [""]
-
-    def show(status: dict) -> None:
-        line = render_brief(status)
-        if line != last[0]:
-            echo(time.strftime("[%H:%M:%S] ") + line)
-            last[0] = line
-
-    return show
-
-
-def wait(run_dir: Path, echo: Callable[[str], None] = print, poll_s: float = 5.0) -> bool:
-    """Print a line whenever the run's progress changes, until the run is over; True if it succeeded."""
-    from ..status import collect, finished, render
-
-    show = _echo_changes(echo)
-    while True:
-        status = collect(run_dir)
-        show(status)
-        over, ok = finished(status)
-        if over:
-            echo(render(status))
-            return ok
-        time.sleep(poll_s)
-
-
-def run_local_foreground(run_dir: Path, echo: Callable[[str], None] = print, tick_s: float = 5.0) -> bool:
-    """Run the local supervisor in this process, printing status as it goes; True if the run succeeded."""
-    from ..status import collect, render
-    from .local import LocalSupervisor
-
-    show = _echo_changes(echo)
-    code = LocalSupervisor(run_dir, on_tick=lambda: show(collect(run_dir)), tick_s=tick_s).run()
-    echo(render(collect(run_dir)))
-    return code == 0

@@ -22,6 +22,7 @@ from pathlib import Path
 
 DEFAULT_ROOT = Path("scratch")
 _SHARD_RE = re.compile(r"^shard-(\d{5})\.json$")
+_MODEL_RE = re.compile(r"^gen-\d{4}\.pt$")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,17 @@ class RunPaths:
     def train_progress(self, generation: int) -> Path:
         return self.train_dir(generation) / "progress.json"
 
+    def train_state(self, generation: int) -> Path:
+        """The resumable training state (weights, optimizer, data position) of the job writing ``generation``."""
+        return self.train_dir(generation) / "state.pt"
+
+    def train_metrics(self, generation: int) -> Path:
+        """One JSON line per training step of the job writing ``generation``."""
+        return self.train_dir(generation) / "metrics.jsonl"
+
+    def tensorboard(self, generation: int) -> Path:
+        return self.train_dir(generation) / "tensorboard"
+
     @property
     def eval_dir(self) -> Path:
         return self.root / "eval"
@@ -70,17 +82,47 @@ class RunPaths:
     def ledger(self) -> Path:
         return self.eval_dir / "ledger.jsonl"
 
+    @property
+    def ledger_lock(self) -> Path:
+        return self.eval_dir / ".ledger.lock"
+
     def eval_pgn(self, generation: int, name: str) -> Path:
         return self.eval_dir / f"gen-{generation:04d}" / f"{name}.pgn"
+
+    def eval_progress(self, generation: int) -> Path:
+        """The evaluation stage's progress for network ``generation``."""
+        return self.eval_dir / f"gen-{generation:04d}" / "progress.json"
+
+    def ratings(self, adjudicate_material: int = 0) -> Path:
+        """``azhpc elo``'s ladder (chess rules only, or scored with material adjudication)."""
+        name = "ratings.json" if not adjudicate_material else f"ratings-adjudicated-{adjudicate_material}.json"
+        return self.eval_dir / name
+
+    def plot(self, name: str) -> Path:
+        return self.root / "plots" / f"{name}.png"
 
     @property
     def launch_record(self) -> Path:
         return self.root / "launch.json"
 
     @property
+    def launch_lock(self) -> Path:
+        """Held (flock) by the one launch, resume or cancel working on the run."""
+        return self.root / ".launch.lock"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def supervisor_log(self) -> Path:
+        return self.logs / "local-supervisor.log"
+
+    def stage_log(self, name: str) -> Path:
+        """The log of a local stage process (``local-g0003-selfplay-task0001``)."""
+        return self.logs / f"{name}.log"
+
+    # -- listings ------------------------------------------------------------------------------------------
     def complete_shards(self, generation: int, task: int) -> list[int]:
         """Shard indices of a task whose sidecar exists (a sidecar is written after its shard)."""
         folder = self.task_dir(generation, task)
@@ -89,7 +131,33 @@ class RunPaths:
         return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SHARD_RE.match(p.name)))
 
     def generations(self) -> list[int]:
+        """Generations that have a self-play folder."""
         folder = self.root / "selfplay"
         if not folder.is_dir():
             return []
         return sorted(int(p.name[4:]) for p in folder.glob("gen-[0-9][0-9][0-9][0-9]"))
+
+    def tasks(self, generation: int) -> list[int]:
+        """Tasks of a generation that have a shard folder."""
+        folder = self.selfplay(generation)
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.name[5:]) for p in folder.glob("task-[0-9][0-9][0-9][0-9]"))
+
+    def sidecars(self, generation: int) -> list[Path]:
+        """Sidecars of a generation's complete shards, every task, in order."""
+        return [self.sidecar(generation, t, k) for t in self.tasks(generation) for k in self.complete_shards(generation, t)]
+
+    def progress_files(self, generation: int) -> list[Path]:
+        """Progress files of a generation's tasks, in task order."""
+        folder = self.selfplay(generation) / "progress"
+        return sorted(folder.glob("task-[0-9][0-9][0-9][0-9].json")) if folder.is_dir() else []
+
+    @classmethod
+    def of_checkpoint(cls, checkpoint: Path) -> RunPaths | None:
+        """The run folder a network checkpoint belongs to (RUN/models/gen-NNNN.pt with RUN/config.yaml), else None."""
+        checkpoint = Path(checkpoint).resolve()
+        if not _MODEL_RE.match(checkpoint.name) or checkpoint.parent.name != "models":
+            return None
+        paths = cls(checkpoint.parent.parent)
+        return paths if paths.model(int(checkpoint.name[4:8])) == checkpoint and paths.config.is_file() else None

@@ -8,6 +8,7 @@ while it searches. "nodes" counts simulations.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import threading
@@ -17,7 +18,10 @@ from typing import IO, Callable
 
 import chess
 
-from .evaluate.players import NetPlayer
+from ..config import MCTSConfig
+from ..game.rules import Rules, search_rules
+from ..search.api import TreeSearch
+from ..search.evaluator import Evaluator
 
 NAME = "azhpc"
 
@@ -42,8 +46,10 @@ def score_cp(q: float) -> int:
 
 
 class UciEngine:
-    def __init__(self, player: NetPlayer, simulations: int, movetime_ms: int | None, out: IO[str], name: str) -> None:
-        self.player = player
+    def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, rules: Rules, simulations: int, movetime_ms: int | None,
+                 out: IO[str], name: str) -> None:
+        self.evaluator, self.rules = evaluator, rules
+        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)  # no exploration noise when playing
         self.simulations = simulations
         self.movetime_ms = movetime_ms
         self.out = out
@@ -156,16 +162,17 @@ class UciEngine:
         t0 = time.monotonic()
         stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
         try:
-            result = self.player.search([board], sims, stop=stop)[0]
+            search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+            result = search.search([board], sims, stop=stop)[0]
         except Exception as exc:  # never leave a GUI waiting for bestmove
             self.send(f"info string error: search failed ({type(exc).__name__}: {exc})")
             self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")
             return
         ms = int(1000 * (time.monotonic() - t0))
-        nps = int(result.visits / max(ms, 1) * 1000)
-        self.send(f"info depth {len(result.pv)} nodes {result.visits} time {ms} nps {nps} score cp {score_cp(result.q)} "
+        nps = int(result.root_visits / max(ms, 1) * 1000)
+        self.send(f"info depth {len(result.pv)} nodes {result.root_visits} time {ms} nps {nps} score cp {score_cp(result.value)} "
                   f"pv {' '.join(m.uci() for m in result.pv)}")
-        self.send(f"bestmove {result.move.uci()}")
+        self.send(f"bestmove {result.best_move.uci()}")
 
     def _finish_search(self, stop: bool = False) -> None:
         """Wait for a running search to answer; ``stop`` (or an infinite search) ends it now."""
@@ -178,18 +185,16 @@ class UciEngine:
 
 def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
             stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
-    from .checkpoint import load_model
-    from .config import MCTSConfig
-    from .inference import TorchEvaluator, pick_device
-    from .evaluate.runner import search_rules
-    from .paths import RunPaths
-    from .run import read_run_config
+    from ..net.checkpoint import load_model
+    from ..net.inference import TorchEvaluator, pick_device
+    from ..store.paths import RunPaths
+    from ..store.runconfig import read_run_config
 
     model, payload = load_model(checkpoint)
     mcts = MCTSConfig()
-    run = RunPaths(Path(checkpoint).resolve().parent.parent)
-    if run.config.exists():  # a checkpoint inside a run folder searches with that run's settings
+    run = RunPaths.of_checkpoint(checkpoint)
+    if run is not None:  # a network of a run folder searches with that run's settings
         mcts = read_run_config(run).mcts
-    player = NetPlayer(TorchEvaluator(model, pick_device(device)), mcts, simulations, search_rules(10**6), "uci")
+    evaluator = TorchEvaluator(model, pick_device(device))
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
-    UciEngine(player, simulations, movetime_ms, stdout, name).run(stdin)
+    UciEngine(evaluator, mcts, search_rules(10**6), simulations, movetime_ms, stdout, name).run(stdin)

@@ -76,7 +76,7 @@ def _versions() -> Check:
     import submitit
     import torch
 
-    from . import __version__
+    from .. import __version__
 
     return Check("versions", True, f"azhpc {__version__}, python {platform.python_version()}, torch {torch.__version__}, "
                                    f"numpy {numpy.__version__}, python-chess {chess.__version__}, h5py {h5py.__version__}, "

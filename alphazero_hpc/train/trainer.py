@@ -33,15 +33,15 @@ import torch.distributed as dist
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from . import fsutil
-from .checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
-from .config import Config
+from ..store import atomic
+from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
+from ..config import Config
 from .data import BatchPlan, make_loader, new_positions, replay_window
-from .errors import AzhpcError
-from .paths import RunPaths
-from .preempt import EXIT_REQUEUE, Deadline, Stop
-from .run import read_run_config
-from .scheduler import first_node
+from ..errors import AzhpcError
+from ..store.paths import RunPaths
+from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
+from ..store.runconfig import read_run_config
+from ..cluster.scheduler import first_node
 
 STATE_SCHEMA = 1
 REFERENCE_BATCH = 256  # lr in the config is for this global batch; it scales linearly (Goyal et al. 2017)
@@ -104,9 +104,8 @@ class Trainer:
             device = f"cuda:{env.local_rank}" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.out = self.paths.model(generation + 1)
-        self.dir = self.paths.train_dir(generation + 1)
-        self.state_path = self.dir / "state.pt"
-        self.metrics_path = self.dir / "metrics.jsonl"
+        self.state_path = self.paths.train_state(generation + 1)
+        self.metrics_path = self.paths.train_metrics(generation + 1)
         self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH
         self.deadline = deadline or Deadline(None)
         self.margin_s = float(self.cfg.slurm.stop_margin_s)
@@ -169,7 +168,7 @@ class Trainer:
         amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
                      "auto": torch.bfloat16 if self.device.type == "cuda" else None}[tc.amp]
         scaler = torch.amp.GradScaler(self.device.type, enabled=amp_dtype is torch.float16)
-        tb = _tensorboard(self.dir) if self.env.master else None
+        tb = _tensorboard(self.paths.tensorboard(self.generation + 1)) if self.env.master else None
         total_rows = sum(r.rows for r in mine)
         bad_rows = 0
         self.log(f"{steps} steps of {self.cfg.train.batch_size} over {len(window)} shards "
@@ -275,11 +274,11 @@ class Trainer:
         t0 = time.perf_counter()
         buffer = io.BytesIO()
         torch.save(payload, buffer)
-        fsutil.write_bytes(self.state_path, buffer.getbuffer(), doing="writing training state")
+        atomic.write_bytes(self.state_path, buffer.getbuffer(), doing="writing training state")
         self._save_s = time.perf_counter() - t0
 
     def _metric(self, row: dict) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.metrics_path, "a") as fh:
             fh.write(json.dumps(row) + "\n")
 
@@ -294,7 +293,7 @@ class Trainer:
                         keep.append(line)
                 except (json.JSONDecodeError, KeyError):
                     pass  # a line cut by the kill
-            fsutil.write_text(self.metrics_path, "".join(k + "\n" for k in keep))
+            atomic.write_text(self.metrics_path, "".join(k + "\n" for k in keep))
 
     def _last_metrics(self) -> dict:
         if not self.metrics_path.exists():
@@ -314,7 +313,7 @@ def _tensorboard(folder: Path):
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         return None
-    return SummaryWriter(str(folder / "tensorboard"))
+    return SummaryWriter(str(folder))
 
 
 def main(argv: list[str] | None = None) -> int:

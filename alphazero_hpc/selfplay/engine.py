@@ -17,19 +17,12 @@ from typing import Callable, Iterable, Iterator
 import chess
 import numpy as np
 
-from .config import Config
-from .encoding import PositionBatch, batch_from_chains, move_indices
-from .evaluators import material_winner
-from .mcts import BatchedSearch, Evaluator, Forest, Rules
-
-
-@dataclass(frozen=True)
-class GameSpec:
-    """Which game to play: its place in the task's shards and its random seed."""
-
-    shard: int
-    index: int  # index within the shard
-    seed: int
+from ..config import Config
+from ..game.encoding import PositionBatch, batch_from_chains, move_indices
+from ..game.rules import DRAWS_BY_RULE, Rules, material_winner
+from ..search.api import Tree, TreeSearch
+from ..search.evaluator import Evaluator
+from .plan import GameSpec
 
 
 @dataclass
@@ -74,7 +67,7 @@ class _Game:
     spec: GameSpec
     rng: np.random.Generator
     board: chess.Board
-    root: int
+    tree: Tree
     playthrough: bool
     target: int = 0
     full: bool = True
@@ -111,9 +104,7 @@ class SelfPlayEngine:
         self.cfg = cfg
         sp = cfg.selfplay
         self.rules = Rules(sp.repetitions_for_draw, sp.no_progress_plies, sp.max_plies)
-        self.forest = Forest(self.rules, cfg.model.history)
-        self.search = BatchedSearch(self.forest, evaluator, cfg.mcts, cfg.model.history)
-        self._compact_at = 50_000
+        self.search = TreeSearch(evaluator, cfg.mcts, self.rules, cfg.model.history)
         self.pipeline = cfg.selfplay.pipeline
         self._width = group_widths(cfg.selfplay.games_in_flight, self.pipeline)
         self.groups: tuple[list[_Game], list[_Game]] = ([], [])
@@ -127,8 +118,7 @@ class SelfPlayEngine:
     def _start(self, spec: GameSpec) -> _Game:
         rng = np.random.default_rng(spec.seed)
         board = chess.Board()
-        root = self.forest.new_node(board.copy(stack=False), None)
-        game = _Game(spec=spec, rng=rng, board=board, root=root,
+        game = _Game(spec=spec, rng=rng, board=board, tree=self.search.open(board),
                      playthrough=bool(rng.random() < self.cfg.selfplay.resign_playthrough))
         self._begin_move(game)
         return game
@@ -137,16 +127,15 @@ class SelfPlayEngine:
         m = self.cfg.mcts
         game.full = bool(game.rng.random() < m.full_search_prob)
         sims = m.simulations if game.full else m.fast_simulations
-        n = self.forest.node_n()[game.root]
-        game.target = int(max(n, 1)) + sims
+        game.target = max(self.search.root_visits(game.tree), 1) + sims
         game.needs_noise = game.full and m.dirichlet_epsilon > 0
         self._maybe_noise(game)
 
     def _maybe_noise(self, game: _Game) -> None:
-        if game.needs_noise and self.forest.is_expanded(game.root):
-            c = self.forest._ecount.a[game.root]
-            noise = game.rng.dirichlet(np.full(int(c), self.cfg.mcts.dirichlet_alpha))
-            self.forest.add_noise(game.root, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
+        moves = self.search.num_moves(game.tree) if game.needs_noise else None
+        if moves is not None:
+            noise = game.rng.dirichlet(np.full(moves, self.cfg.mcts.dirichlet_alpha))
+            self.search.add_noise(game.tree, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
             game.needs_noise = False
 
     @property
@@ -212,7 +201,7 @@ class SelfPlayEngine:
         submitted = None
         if games:
             fpu = np.array([m.fpu_reduction_root if g.full else m.fpu_reduction for g in games], np.float32)
-            pending = self.search.prepare([g.root for g in games], fpu)
+            pending = self.search.prepare([g.tree for g in games], fpu)
             if pending.planes is None:
                 answer = None
             elif self.pipeline:
@@ -228,8 +217,7 @@ class SelfPlayEngine:
         self._inflight = submitted
         if previous:
             self._fill(previous[0])
-        if self.forest.num_nodes > self._compact_at:
-            self._compact()
+        self.search.compact()
         return finished
 
     def _submit(self, planes: np.ndarray, group: int) -> "Future | _Reply":
@@ -248,45 +236,33 @@ class SelfPlayEngine:
             self.search.finish(pending, logits, values)
         else:
             self.search.finish(pending, None, None)
-        node_n = self.forest.node_n()
         games = self.groups[group]
         finished: list[GameRecord] = []
         keep: list[_Game] = []
         for g in games:
             if g.needs_noise:
                 self._maybe_noise(g)
-            record = self._move(g) if node_n[g.root] >= g.target else None
+            record = self._move(g) if self.search.root_visits(g.tree) >= g.target else None
             if record is None:
                 keep.append(g)
             else:
+                self.search.release(g.tree)
                 finished.append(record)
         games[:] = keep
         return finished
 
-    def _compact(self) -> None:
-        """Drop the nodes no game can reach any more; the pending step's ids follow."""
-        games = self.active
-        new_id = self.forest.compact([g.root for g in games])
-        for g in games:
-            g.root = int(new_id[g.root])
-        if self._inflight is not None:
-            self._inflight[1].remap(new_id)
-        self._compact_at = max(50_000, 3 * self.forest.num_nodes)
-        gc.collect()
-
     def _move(self, g: _Game) -> GameRecord | None:
         """Play the searched move of ``g``; returns its record if the game is over."""
         sp = self.cfg.selfplay
-        f = self.forest
-        root = g.root
-        _, visits, moves = f.children(root)
+        result = self.search.result(g.tree)
+        visits, moves = result.visits, result.moves
         turn = g.board.turn
         ply = g.board.ply()
-        q = f.q(root)
+        q = result.value
         if g.full:
             nz = np.flatnonzero(visits)
             idx = move_indices([moves[i] for i in nz], turn)
-            g.chains.append(f.chain[root])
+            g.chains.append(self.search.position(g.tree))
             g.pol_idx.append(idx)
             g.pol_prob.append((visits[nz] / visits[nz].sum()).astype(np.float32))
             g.root_values.append(q)
@@ -308,40 +284,19 @@ class SelfPlayEngine:
         else:
             p = visits.astype(np.float64) ** (1.0 / temp)
             k = int(g.rng.choice(len(p), p=p / p.sum()))
-        move = moves[k]
-        child = f.child_of(root, k)
-        g.board.push(move)
-        if self.cfg.mcts.tree_reuse and child >= 0:
-            g.root = child
-        else:
-            b = f.board[root].copy(stack=False)
-            b.push(move)
-            g.root = f.new_node(b, f.chain[root])
-        term = f.terminal_value(g.root)
+        g.board.push(moves[k])
+        self.search.advance(g.tree, k)
+        term = self.search.terminal_value(g.tree)
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
-            result, termination = int(round(term)) * side, self._termination(g)
-            if termination in ("max plies", "repetition", "no progress"):
+            outcome, termination = int(round(term)) * side, self.rules.termination(g.board, self.search.repetitions(g.tree))
+            if termination in DRAWS_BY_RULE:
                 winner = material_winner(g.board, sp.adjudicate_material)
                 if winner:
-                    result, termination = winner, "material adjudication"
-            return self._finish(g, result=result, termination=termination)
+                    outcome, termination = winner, "material adjudication"
+            return self._finish(g, result=outcome, termination=termination)
         self._begin_move(g)
         return None
-
-    def _termination(self, g: _Game) -> str:
-        b, sp = g.board, self.cfg.selfplay
-        if b.is_checkmate():
-            return "checkmate"
-        if b.is_stalemate():
-            return "stalemate"
-        if b.is_insufficient_material():
-            return "insufficient material"
-        if self.forest.chain[g.root][1] + 1 >= sp.repetitions_for_draw:
-            return "repetition"
-        if b.halfmove_clock >= sp.no_progress_plies:
-            return "no progress"
-        return "max plies"
 
     def snapshot(self) -> list[GameRecord]:
         """Records of the games in flight as if they ended in a draw now (for measuring storage)."""

@@ -5,28 +5,10 @@ They read the same input planes a network reads, so the search code path is the 
 
 from __future__ import annotations
 
-import chess
 import numpy as np
 
-from .encoding import NUM_MOVES
-
-PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
-_POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # the same values, per python-chess piece
-
-
-def material_balance(board: chess.Board) -> int:
-    """White's material minus Black's in pawns (P 1, N 3, B 3, R 5, Q 9)."""
-    return sum(points * (chess.popcount(board.pieces_mask(piece, chess.WHITE)) - chess.popcount(board.pieces_mask(piece, chess.BLACK)))
-               for piece, points in _POINTS)
-
-
-def material_winner(board: chess.Board, threshold: int) -> int:
-    """+1 if White is at least ``threshold`` pawns of material ahead, -1 if Black is, else 0 (also when
-    ``threshold`` is 0: no adjudication). Self-play and evaluation adjudicate draws by rule with it."""
-    if threshold <= 0:
-        return 0
-    balance = material_balance(board)
-    return (1 if balance > 0 else -1) if abs(balance) >= threshold else 0
+from ..game.encoding import NUM_MOVES
+from ..game.rules import PIECE_VALUES
 
 
 class UniformEvaluator:

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import fsutil
-from .errors import AzhpcError
-from .paths import RunPaths
+from ..store import atomic
+from ..errors import AzhpcError
+from ..store.paths import RunPaths
+from ..store.progress import read_task_progress, read_train_progress
 
 
 def _pyplot():
@@ -32,22 +33,17 @@ def compute_hours(paths: RunPaths, generations: int) -> list[float]:
     time times its ranks, from the progress files (the last attempt of each; earlier attempts are not kept)."""
     total, out = 0.0, []
     for g in range(generations):
-        for p in sorted(paths.selfplay(g).glob("progress/task-*.json")):
-            try:
-                total += float(json.loads(p.read_text()).get("elapsed_s", 0.0)) / 3600
-            except (OSError, ValueError):
-                pass
-        try:
-            tp = json.loads(paths.train_progress(g + 1).read_text())
-            total += max(0.0, tp["updated"] - tp["started"]) * max(1, int(tp.get("ranks", 1))) / 3600
-        except (OSError, ValueError, KeyError):
-            pass
+        for p in filter(None, map(read_task_progress, paths.progress_files(g))):
+            total += float(p.elapsed_s) / 3600
+        tp = read_train_progress(paths.train_progress(g + 1))
+        if tp is not None:
+            total += max(0.0, tp.updated - tp.started) * max(1, tp.ranks) / 3600
         out.append(total)
     return out
 
 
 def _save(fig: Any, dest: Path) -> None:
-    with fsutil.atomic_path(dest, "writing a plot") as tmp:
+    with atomic.atomic_path(dest, "writing a plot") as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
 
 
@@ -59,14 +55,14 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
 
     paths = RunPaths(run_dir)
     status = collect(run_dir)
-    gens = status["generations"]
-    device = "GPU" if status["plan"].get("gpus_per_node", 0) else "CPU task"
+    gens = status.generations
+    device = "GPU" if status.plan.gpus_per_node else "CPU task"
     written = []
 
     # Elo ------------------------------------------------------------------------------------------------
     table = None
     if paths.ledger.exists():
-        from .evaluate.ladder import generation_of, run_ladder
+        from ..evaluate.ladder import generation_of, run_ladder
 
         try:
             table, _ = run_ladder(run_dir, adjudicate_material=adjudicate_material)
@@ -92,14 +88,14 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         axes[0].set_title("Strength per generation")
         axes[1].set_title("Strength per compute")
         axes[1].legend(loc="best", fontsize=8)
-        _save(fig, paths.root / "plots" / "elo.png")
+        _save(fig, paths.plot("elo"))
         plt.close(fig)
-        written.append(paths.root / "plots" / "elo.png")
+        written.append(paths.plot("elo"))
 
     # Losses ---------------------------------------------------------------------------------------------
     steps, pol, val, bounds, offset = [], [], [], [], 0
     for g in range(len(gens)):
-        f = paths.train_dir(g + 1) / "metrics.jsonl"
+        f = paths.train_metrics(g + 1)
         if not f.exists():
             continue
         rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip().endswith("}")]
@@ -118,33 +114,33 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             ax.set_xlabel("training step (all generations; grey: a new generation's data)")
             ax.set_ylabel(name)
             ax.grid(alpha=0.3)
-        _save(fig, paths.root / "plots" / "losses.png")
+        _save(fig, paths.plot("losses"))
         plt.close(fig)
-        written.append(paths.root / "plots" / "losses.png")
+        written.append(paths.plot("losses"))
 
     # Games ----------------------------------------------------------------------------------------------
-    played = [g for g in gens if g["selfplay"]["games"]]
+    played = [g.selfplay for g in gens if g.selfplay.games]
     if played:
-        x = [g["generation"] for g in played]
+        x = [g.generation for g in gens if g.selfplay.games]
         fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-        axes[0].plot(x, [g["selfplay"]["avg_game_plies"] for g in played], "o-")
+        axes[0].plot(x, [sp.avg_game_plies for sp in played], "o-")
         axes[0].set_ylabel("mean game length (plies)")
-        wdl = [g["selfplay"]["wdl"] for g in played]
+        wdl = [sp.wdl for sp in played]
         axes[1].plot(x, [100 * d / max(1, w + d + b) for w, d, b in wdl], "o-", label="draws")
         axes[1].plot(x, [100 * (w + b) / max(1, w + d + b) for w, d, b in wdl], "s-", label="decisive")
         axes[1].set_ylabel("share of self-play games (%)")
         axes[1].legend()
-        fp = [100 * g["selfplay"]["resign_false_positives"] / g["selfplay"]["playthrough_games"]
-              if g["selfplay"]["playthrough_games"] else float("nan") for g in played]
+        fp = [100 * sp.resign_false_positives / sp.playthrough_games if sp.playthrough_games else float("nan")
+              for sp in played]
         axes[2].plot(x, fp, "o-", color="C3")
         axes[2].set_ylabel("resign false positives (% of playthrough)")
         for ax in axes:
             ax.set_xlabel("generation")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-        _save(fig, paths.root / "plots" / "games.png")
+        _save(fig, paths.plot("games"))
         plt.close(fig)
-        written.append(paths.root / "plots" / "games.png")
+        written.append(paths.plot("games"))
     if not written:
         raise AzhpcError(f"nothing to plot in {paths.root} yet: no finished self-play, training or evaluation")
     return written

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import describe_os_error
+from ..errors import describe_os_error
 
 TMP_SUFFIX = ".tmp"
 

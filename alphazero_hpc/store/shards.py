@@ -11,17 +11,18 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import h5py
 import numpy as np
 
-from . import __version__, fsutil
-from .encoding import PositionBatch
-from .errors import ShardError
-from .selfplay import GameRecord
+from .. import __version__
+from . import atomic
+from ..game.encoding import PositionBatch
+from ..errors import ShardError
+from .paths import RunPaths
 
 SHARD_SCHEMA = 1
 SHARD_FORMAT = "azhpc-selfplay-shard"
@@ -73,27 +74,6 @@ def _filters(compression: str) -> dict[str, Any]:
     return {}
 
 
-def records_to_arrays(records: Sequence[GameRecord], games_per_shard: int) -> dict[str, np.ndarray]:
-    """Concatenate the rows of finished games, in game order."""
-    records = sorted(records, key=lambda r: r.spec.index)
-    cat = np.concatenate
-    return {
-        "bitboards": cat([r.positions.bitboards for r in records]).astype(np.uint64),
-        "repetitions": cat([r.positions.repetitions for r in records]).astype(np.uint8),
-        "turn": cat([r.positions.turn for r in records]).astype(np.uint8),
-        "castling": cat([r.positions.castling for r in records]).astype(np.uint8),
-        "halfmove": cat([r.positions.halfmove for r in records]).astype(np.uint8),
-        "policy_count": cat([r.policy_counts for r in records]).astype(np.uint16),
-        "value_target": cat([r.value_target for r in records]).astype(np.int8),
-        "root_value": cat([r.root_value for r in records]).astype(np.float16),
-        "plies_left": cat([r.plies_left for r in records]).astype(np.uint16),
-        "ply": cat([r.ply for r in records]).astype(np.uint16),
-        "game_id": cat([np.full(r.num_positions, r.spec.shard * games_per_shard + r.spec.index) for r in records]).astype(np.uint32),
-        "policy_index": cat([r.policy_index for r in records]).astype(np.uint16),
-        "policy_prob": cat([r.policy_prob for r in records]).astype(np.float16),
-    }
-
-
 def write_shard(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any], compression: str = "gzip") -> int:
     """Write one shard atomically; returns its size in bytes."""
     rows = len(arrays["value_target"])
@@ -112,20 +92,111 @@ def write_shard(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any]
         h5.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         for key, value in attrs.items():
             h5.attrs[key] = value
-    fsutil.write_bytes(path, buffer.getbuffer(), doing="writing shard")
+    atomic.write_bytes(path, buffer.getbuffer(), doing="writing shard")
     return len(buffer.getbuffer())
 
 
-def read_sidecar(path: Path) -> dict[str, Any]:
+_STAT_COUNTS = ("plies", "white_wins", "draws", "black_wins", "resigned", "playthrough_games", "would_resign",
+                "resign_false_positives")
+
+
+@dataclass(frozen=True)
+class ShardStats:
+    """Counts over the games of a shard (or, added up, of a task): plies, results, resignations, terminations."""
+
+    plies: int = 0
+    white_wins: int = 0
+    draws: int = 0
+    black_wins: int = 0
+    resigned: int = 0
+    playthrough_games: int = 0  # games that were not allowed to resign
+    would_resign: int = 0  # ... where a side would have resigned
+    resign_false_positives: int = 0  # ... and that side did not lose
+    terminations: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ShardStats:
+        if not isinstance(data, dict):
+            raise TypeError("stats is not an object")
+        counts = {k: _count(data, k) for k in _STAT_COUNTS}
+        terms = data.get("terminations", {})
+        if not isinstance(terms, dict) or not all(isinstance(v, int) for v in terms.values()):
+            raise TypeError("stats.terminations is not an object of counts")
+        return cls(**counts, terminations=dict(terms))
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A complete shard's JSON sidecar: the trainer and ``status`` count rows and games without opening HDF5."""
+
+    generation: int
+    task: int
+    shard: int
+    games: int
+    rows: int
+    bytes: int
+    bytes_per_position: float
+    policy_entries: int
+    stats: ShardStats
+    schema_version: int = SHARD_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Sidecar:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        missing = [f.name for f in fields(cls) if f.name not in data and f.name != "schema_version"]
+        if missing:
+            raise KeyError(", ".join(missing))
+        for key in ("generation", "task", "shard", "games", "rows", "bytes", "policy_entries"):
+            _count(values, key)
+        if not isinstance(values["bytes_per_position"], (int, float)):
+            raise TypeError("bytes_per_position is not a number")
+        values["stats"] = ShardStats.from_json(values["stats"])
+        return cls(**values)
+
+
+def _count(data: dict[str, Any], key: str) -> int:
+    value = data[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"{key} is {value!r}, not a count")
+    return value
+
+
+def read_sidecar(path: Path) -> Sidecar:
+    """A shard's sidecar, checked; a ShardError naming the path and the fix otherwise."""
     try:
-        meta = fsutil.read_json(path)
+        meta = atomic.read_json(path)
     except (OSError, json.JSONDecodeError) as exc:
         raise ShardError(path, f"unreadable sidecar ({exc}); delete it and rerun the task to rewrite the shard") from exc
     schema = meta.get("schema_version") if isinstance(meta, dict) else None
     if schema != SHARD_SCHEMA:
         raise ShardError(path, f"sidecar of schema {schema}, this azhpc {__version__} reads schema {SHARD_SCHEMA}: "
                                "use the azhpc version that wrote the run, or a new --run-dir")
-    return meta
+    try:
+        return Sidecar.from_json(meta)
+    except (KeyError, TypeError) as exc:
+        raise ShardError(path, f"sidecar without a valid {exc}; delete it and rerun the task to rewrite the shard") from exc
+
+
+def write_sidecar(path: Path, sidecar: Sidecar) -> None:
+    atomic.write_json(path, sidecar.to_json(), doing="writing shard sidecar")
+
+
+def generation_totals(paths: RunPaths, generation: int) -> tuple[int, int, int]:
+    """(games, positions, shards) of a generation's complete shards, from the sidecars (a sidecar that
+    cannot be read counts as a shard but adds no games or positions: the trainer reports and skips it)."""
+    games = positions = shards = 0
+    for sidecar in paths.sidecars(generation):
+        shards += 1
+        try:
+            meta = read_sidecar(sidecar)
+        except ShardError:
+            continue
+        games += meta.games
+        positions += meta.rows
+    return games, positions, shards
 
 
 def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData, dict[str, Any]]:

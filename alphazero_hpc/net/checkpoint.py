@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from . import fsutil
-from .config import ModelConfig
-from .errors import CheckpointError
+from ..store import atomic
+from ..config import ModelConfig
+from ..errors import CheckpointError
 from .model import AlphaZeroNet, build_model
 
 CHECKPOINT_SCHEMA = 1
@@ -34,7 +34,7 @@ def save_checkpoint(path: Path, model: AlphaZeroNet, generation: int, extra: dic
     # Serialise in memory, then write plainly: torch.save reports a full disk as a bare RuntimeError.
     buffer = io.BytesIO()
     torch.save(payload, buffer)
-    fsutil.write_bytes(path, buffer.getbuffer(), doing="writing checkpoint")
+    atomic.write_bytes(path, buffer.getbuffer(), doing="writing checkpoint")
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:

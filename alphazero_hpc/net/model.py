@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .config import ModelConfig
-from .encoding import MOVE_PLANES, num_planes
+from ..config import ModelConfig
+from ..game.encoding import MOVE_PLANES, num_planes
 
 
 class SqueezeExcitation(nn.Module):

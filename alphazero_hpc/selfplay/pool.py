@@ -37,14 +37,16 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .config import Config
-from .cputhreads import ThreadTuner
-from .encoding import NUM_MOVES, num_planes
-from .errors import AzhpcError
-from .mcts import Evaluator
-from .paths import RunPaths
-from .preempt import Stop, ignore_stop_signals
-from .selfplay import GameSpec, SelfPlayEngine, group_widths
+from ..config import Config
+from ..net.cputhreads import ThreadTuner
+from ..game.encoding import NUM_MOVES, num_planes
+from ..errors import AzhpcError
+from ..search.evaluator import Evaluator
+from ..store.paths import RunPaths
+from ..cluster.preempt import Stop, ignore_stop_signals
+from .engine import SelfPlayEngine, group_widths
+from .output import write_complete_shard
+from .plan import GameSpec, game_specs, plan_task
 
 _REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
 _COUNTERS = 7  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding;
@@ -147,8 +149,6 @@ def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Conne
 
 
 def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection, stop: Any) -> None:
-    from .worker import game_specs, plan_task, write_complete_shard
-
     cfg = args.cfg
     paths = RunPaths(args.run_dir)
     plan = plan_task(cfg, args.task, args.num_tasks)
@@ -388,8 +388,6 @@ class SearchPool:
     # -- a task --------------------------------------------------------------------------------------
     def run(self, missing: list[int], pacer: Any, pf: Any) -> None:
         """Play ``missing`` shards; progress goes to ``pf``. Returns when every worker has stopped."""
-        from .worker import count_shard
-
         progress = pf.p
         queue = sorted(missing)
         handed_any = False
@@ -418,7 +416,7 @@ class SearchPool:
                         w.simulations = msg[2]
                     elif kind == "shard":
                         w.shards = tuple(s for s in w.shards if s != msg[1])
-                        count_shard(progress, msg[2])
+                        progress.add_shard(msg[2])
                         last_write = 0.0
                     elif kind == "died":
                         queue = self._buried(w, queue)

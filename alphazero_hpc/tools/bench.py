@@ -19,10 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from .config import Config
-from .cputhreads import network_cpu_threads, warn_pipeline_on_cpu
-from .encoding import num_planes
-from .selfplay import GameSpec, SelfPlayEngine, group_widths
+from ..config import Config
+from ..net.cputhreads import network_cpu_threads, warn_pipeline_on_cpu
+from ..game.encoding import num_planes
+from ..selfplay.engine import GameSpec, SelfPlayEngine, group_widths
 
 
 @dataclass
@@ -159,9 +159,9 @@ def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) 
 def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds: float = 30.0,
                    warmup_s: float = 3.0, evaluator=None, workers: int = 0) -> SelfPlayBench:
     """``workers`` 0 measures the single-process engine, more the search pool (``searchpool``)."""
-    from .inference import TorchEvaluator, pick_device
-    from .model import build_model
-    from .shards import records_to_arrays, write_shard
+    from ..net.inference import TorchEvaluator, pick_device
+    from ..net.model import build_model
+    from ..store.shards import records_to_arrays, write_shard
 
     dev = pick_device(device)
     if evaluator is None:
@@ -223,8 +223,8 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
 def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: int, seconds: float,
                 warmup_s: float) -> SelfPlayBench:
     """The search pool: ``workers`` spawned search processes, this process serving the network."""
-    from .paths import RunPaths
-    from .searchpool import SearchPool
+    from ..store.paths import RunPaths
+    from ..selfplay.pool import SearchPool
 
     with tempfile.TemporaryDirectory() as tmp:
         pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, {}, workers, bench=True)
@@ -262,8 +262,8 @@ def bench_shards(cfg: Config, games: int = 64) -> list[dict]:
 
     The games are played with a uniform evaluator (no network needed); search settings come from ``cfg``.
     """
-    from .evaluators import UniformEvaluator
-    from .shards import read_shard, records_to_arrays, write_shard
+    from ..search.fakes import UniformEvaluator
+    from ..store.shards import read_shard, records_to_arrays, write_shard
 
     engine = SelfPlayEngine(UniformEvaluator(cfg.model.history), cfg)
     records = list(engine.play(GameSpec(shard=0, index=i, seed=i) for i in range(games)))
@@ -291,12 +291,12 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
     import dataclasses
 
     import torch
-    from .data import BatchPlan, make_loader, replay_window
-    from .evaluators import UniformEvaluator
-    from .model import build_model
-    from .paths import RunPaths
-    from .train import DistEnv, Trainer, alphazero_loss
-    from .worker import run_selfplay_task
+    from ..train.data import BatchPlan, make_loader, replay_window
+    from ..search.fakes import UniformEvaluator
+    from ..net.model import build_model
+    from ..store.paths import RunPaths
+    from ..train.trainer import DistEnv, Trainer, alphazero_loss
+    from ..selfplay.task import run_selfplay_task
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = RunPaths(Path(tmp))
@@ -341,7 +341,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         tcfg = dataclasses.replace(quick.train, replay_ratio=steps * b / rows, checkpoint_every=10**6, loader_workers=workers)
         paths.config.write_text(dataclasses.replace(quick, train=tcfg).to_yaml())
         Trainer(paths.root, 0, DistEnv()).run()
-        metrics = [json.loads(x) for x in (paths.train_dir(1) / "metrics.jsonl").read_text().splitlines()][5:]
+        metrics = [json.loads(x) for x in (paths.train_metrics(1)).read_text().splitlines()][5:]
         wait = float(np.mean([m["data_wait_share"] for m in metrics]))
         real_rate = float(np.median([m["samples_per_s"] for m in metrics]))
     return {"batch_size": b, "positions": rows, "loader_workers": workers, "trainer_samples_per_s": train_rate,

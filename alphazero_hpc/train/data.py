@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .encoding import NUM_MOVES, encode_batch
-from .errors import AzhpcError, ShardError
-from .mcts import ragged_ranges
-from .paths import RunPaths
-from .preempt import ignore_stop_signals
-from .shards import ShardData, read_shard, read_sidecar
+from ..game.encoding import NUM_MOVES, encode_batch
+from ..errors import AzhpcError, ShardError
+from ..arrays import ragged_ranges
+from ..store.paths import RunPaths
+from ..cluster.preempt import ignore_stop_signals
+from ..store.shards import ShardData, read_shard, read_sidecar
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,15 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
     the newest shards up to that many positions (at least one shard)."""
     refs: list[ShardRef] = []
     for gen in range(generation, max(0, generation - window_generations + 1) - 1, -1):
-        folder = paths.selfplay(gen)
-        if not folder.is_dir():
-            continue
-        for task_dir in sorted(folder.glob("task-[0-9][0-9][0-9][0-9]")):
-            task = int(task_dir.name[5:])
+        for task in paths.tasks(gen):
             for shard in paths.complete_shards(gen, task):
                 try:
                     meta = read_sidecar(paths.sidecar(gen, task, shard))
                 except ShardError as exc:
                     print(f"azhpc train: skipping {exc}", file=sys.stderr, flush=True)
                     continue
-                if meta["rows"] > 0:
-                    refs.append(ShardRef(str(paths.shard(gen, task, shard)), int(meta["rows"]), gen))
+                if meta.rows > 0:
+                    refs.append(ShardRef(str(paths.shard(gen, task, shard)), meta.rows, gen))
     if window_positions:
         kept, total = [], 0
         for ref in refs:  # newest generation first
@@ -106,7 +102,7 @@ class BatchPlan:
 
 def decode(data: ShardData, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``."""
-    from .encoding import PositionBatch
+    from ..game.encoding import PositionBatch
 
     pos = data.positions
     batch = PositionBatch(pos.bitboards[rows], pos.repetitions[rows], pos.turn[rows], pos.castling[rows], pos.halfmove[rows])

@@ -7,9 +7,9 @@ from typing import Sequence
 
 import yaml
 
-from . import fsutil
-from .config import Config, config_diff, config_from_dict, load_config
-from .errors import ConfigError, RunDirError
+from . import atomic
+from ..config import Config, config_diff, config_from_dict, load_config
+from ..errors import ConfigError, RunDirError
 from .paths import RunPaths
 
 
@@ -39,5 +39,5 @@ def resolve_run_config(paths: RunPaths, config_path: str | Path | None = None, o
                 )
         return stored
     cfg = load_config(config_path, overrides)
-    fsutil.write_text(paths.config, cfg.to_yaml(), doing="writing the run config")
+    atomic.write_text(paths.config, cfg.to_yaml(), doing="writing the run config")
     return cfg

@@ -1,0 +1,397 @@
+"""``azhpc status``: what a run is doing, from its folder (progress files, sidecars, metrics, checkpoints)
+and, when present, from squeue and sacct. Every task's progress shows while it runs.
+
+A task's state: ``done`` when its progress file says so; else what the scheduler says of its array element
+(pending, running, failed with SLURM's state); else the progress file (running, failed with its error);
+else pending. A local run reads its stage processes from launch.json instead of a scheduler.
+
+``collect`` returns a ``RunStatus`` (typed records, read by ``render``, ``report.follow`` and ``report.plot``);
+``RunStatus.to_json()`` is what ``azhpc status --json`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cluster import scheduler
+from ..config import Config
+from ..errors import AzhpcError
+from ..evaluate.elo import format_elo
+from ..evaluate.ledger import read_ledger
+from ..launch.plan import LaunchPlan
+from ..launch.record import JobRecord, LaunchRecord, pid_alive, read_record
+from ..store.paths import RunPaths
+from ..store.progress import TaskProgress, read_eval_progress, read_task_progress, read_train_progress
+from ..store.runconfig import read_run_config
+from ..store.shards import generation_totals
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One self-play task of a generation."""
+
+    task: int
+    state: str  # done, running, pending, failed
+    detail: str  # why it is pending or failed
+    attempt: int
+    games: int
+    games_target: int
+    positions: int
+    shards: int
+    games_per_s: float
+    host: str
+    search_workers: int
+    search_worker_restarts: int
+
+
+@dataclass(frozen=True)
+class SelfPlayStatus:
+    """A generation's self-play: task states, and totals from complete shards and progress files."""
+
+    done: int
+    running: int
+    pending: int
+    failed: int
+    tasks: int
+    games: int  # in complete shards
+    games_target: int
+    positions: int
+    shards: int
+    games_per_s: float  # summed over running tasks
+    avg_game_plies: float
+    wdl: list[int]  # white wins, draws, black wins
+    resign_false_positives: int
+    playthrough_games: int
+    search_worker_restarts: int
+    task_rows: list[TaskRow]
+
+
+@dataclass(frozen=True)
+class TrainStatus:
+    """The training job that writes the next generation's network."""
+
+    state: str  # pending, starting, running, stopped, done, failed, cancelled
+    step: int
+    steps: int
+    policy_loss: float | None
+    value_loss: float | None
+    world_size: int
+    checkpoint: str  # the network it wrote, once written
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True)
+class EvalStatus:
+    """The evaluation of the network a generation's training wrote."""
+
+    network: int
+    state: str
+    matches: list[str]  # one line per match in the ledger
+    error: str
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job (SLURM) or stage process (local) of a generation."""
+
+    stage: str
+    job_id: str
+    tasks: list[int]
+    attempt: int
+    dependency: str
+    state: str  # SLURM's state(s) of the job's elements, or the local process's
+    reason: str = ""  # SLURM only: squeue's reason
+    exit_code: int | None = None  # local only
+    local: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"stage": self.stage, "job_id": self.job_id, "tasks": self.tasks, "attempt": self.attempt,
+               "dependency": self.dependency, "state": self.state}
+        out.update({"exit_code": self.exit_code} if self.local else {"reason": self.reason})
+        return out
+
+
+@dataclass(frozen=True)
+class GenerationStatus:
+    generation: int
+    selfplay: SelfPlayStatus
+    train: TrainStatus
+    eval: EvalStatus | None
+    jobs: list[JobRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generation": self.generation, "selfplay": asdict(self.selfplay), "train": asdict(self.train),
+                "eval": asdict(self.eval) if self.eval is not None else None, "jobs": [j.to_json() for j in self.jobs]}
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run: str
+    time: float
+    plan: LaunchPlan
+    config_sha256: str
+    generations: list[GenerationStatus]
+    supervisor: dict[str, Any] | None = None  # local runs: the launch record's supervisor entry
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"run": self.run, "time": self.time, "plan": self.plan.to_json(), "config_sha256": self.config_sha256,
+               "generations": [g.to_json() for g in self.generations]}
+        if self.supervisor is not None:
+            out["supervisor"] = self.supervisor
+        return out
+
+
+def _metrics(paths: RunPaths, generation: int) -> dict[str, Any]:
+    """The last complete line of the training job's metrics (the job writing ``generation + 1``)."""
+    path = paths.train_metrics(generation + 1)
+    last = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                last = json.loads(line)
+            except json.JSONDecodeError:
+                pass  # a line being written
+    return last
+
+
+def _task_state(t: int, progress: TaskProgress | None, record: LaunchRecord | None, states: dict,
+                generation: int) -> tuple[str, str]:
+    """(state, detail) of one self-play task."""
+    if progress is not None and progress.status == "done":
+        return "done", ""
+    sched = None
+    if record is not None:
+        jobs = [j for j in record.jobs_of(generation, "selfplay") if t in j.task_ids()]
+        if jobs:
+            job = jobs[-1]
+            if record.plan.cluster == "local":
+                if job.state == "running" and pid_alive(job.local_pid):
+                    return "running", ""
+                if job.state == "failed" or job.state == "running":
+                    return "failed", (progress.error if progress else "") or f"process exited with status {job.exit_code}"
+                return ("done", "") if job.state == "done" else ("pending", "")
+            sched = scheduler.element_state(states, job.job_id, job.element(t), job.size)
+    if sched is not None:
+        if sched.state == "PENDING" or sched.state.startswith("REQUEUE"):
+            return "pending", sched.reason
+        if sched.active:
+            return "running", ""
+        if sched.failed:
+            if progress is None:
+                return "failed", f"{sched.state} before it started"
+            return "failed", f"{sched.state} ({sched.reason})" + (f": {progress.error}" if progress.error else "")
+        if progress is None:
+            return "failed", f"{sched.state} without writing progress"
+    if progress is None:
+        return "pending", ""
+    if progress.status == "failed":
+        return "failed", progress.error
+    if progress.status == "stopped":  # and no job of it is coming: resume continues it
+        return "failed", f"{progress.error or 'stopped'}; azhpc resume continues it"
+    return "running", ""
+
+
+def collect(run_dir: Path) -> RunStatus:
+    paths = RunPaths(Path(run_dir))
+    cfg = read_run_config(paths)
+    record = read_record(paths)
+    if record is not None:
+        plan = record.plan
+    else:  # a run made by hand with azhpc selfplay/train
+        gens = paths.generations()
+        found = [read_task_progress(p) for g in gens for p in paths.progress_files(g)]
+        tasks = max([p.num_tasks for p in found if p] or [1])
+        plan = LaunchPlan("manual", max(gens, default=-1) + 1, tasks, 1, 0, 1)
+    states = scheduler.query([j.job_id for j in record.jobs]) if record and plan.cluster == "slurm" else {}
+    supervisor = None
+    if record is not None and record.supervisor:
+        supervisor = dict(record.supervisor)
+        if supervisor.get("state") == "running" and not pid_alive(int(supervisor.get("pid", 0) or 0)):
+            supervisor["state"] = "lost"
+            supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
+    ledger = _ledger(paths)
+    generations = [_generation(paths, cfg, plan, record, states, g, ledger) for g in range(plan.generations)]
+    return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor)
+
+
+def _ledger(paths: RunPaths) -> tuple[list[dict[str, Any]], str]:
+    """The evaluation ledger's entries (read once per status), or the line saying why it cannot be read."""
+    try:
+        return read_ledger(paths), ""
+    except AzhpcError as exc:
+        return [], str(exc)
+
+
+def _selfplay(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict,
+              g: int) -> SelfPlayStatus:
+    rows: list[TaskRow] = []
+    counts = {"done": 0, "running": 0, "pending": 0, "failed": 0}
+    games_done = plies = in_shards = playthrough = false_positives = 0
+    wdl = [0, 0, 0]
+    rate = 0.0
+    for t in range(plan.tasks):
+        p = read_task_progress(paths.progress(g, t))
+        state, detail = _task_state(t, p, record, states, g)
+        counts[state] += 1
+        if p is None:
+            rows.append(TaskRow(t, state, detail, 0, 0, 0, 0, 0, 0.0, "", 0, 0))
+            continue
+        rows.append(TaskRow(t, state, detail, p.attempt, p.games_done, p.games_target, p.positions, p.shards_done,
+                            p.games_per_s, p.host, p.search_workers, p.search_worker_restarts))
+        games_done += p.games_done
+        plies += p.plies
+        in_shards += p.games_in_shards
+        wdl = [wdl[0] + p.white_wins, wdl[1] + p.draws, wdl[2] + p.black_wins]
+        playthrough += p.playthrough_games
+        false_positives += p.resign_false_positives
+        if state == "running":
+            rate += p.games_per_s
+    games, positions, shards = generation_totals(paths, g)
+    return SelfPlayStatus(**counts, tasks=plan.tasks, games=games, games_target=cfg.selfplay.games_per_generation,
+                          positions=positions, shards=shards, games_per_s=rate,
+                          avg_game_plies=plies / in_shards if in_shards else 0.0, wdl=wdl,
+                          resign_false_positives=false_positives, playthrough_games=playthrough,
+                          search_worker_restarts=sum(r.search_worker_restarts for r in rows), task_rows=rows)
+
+
+def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
+    base = dict(stage=job.stage, job_id=job.job_id, tasks=job.tasks, attempt=job.attempt, dependency=job.dependency)
+    if plan.cluster != "slurm":
+        return JobRow(**base, state=job.state, exit_code=job.exit_code, local=True)
+    found = [states.get(f"{job.job_id}_{i}") for i in range(job.size)] if job.stage == "selfplay" else []
+    found = [e for e in found if e] or [e for e in [states.get(job.job_id)] if e]
+    return JobRow(**base, state="/".join(sorted({e.state for e in found})) or "UNKNOWN (not in squeue/sacct)",
+                  reason=",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason})))
+
+
+def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict, g: int,
+                ledger: tuple[list[dict[str, Any]], str]) -> GenerationStatus:
+    sp = _selfplay(paths, cfg, plan, record, states, g)
+    m = _metrics(paths, g)
+    tp = read_train_progress(paths.train_progress(g + 1))
+    ckpt = paths.model(g + 1)
+    state = "done" if ckpt.exists() else (tp.status if tp else "pending")
+    error = tp.error if tp else ""
+    jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
+    if plan.cluster == "slurm" and state in ("pending", "starting"):
+        tj = [r for r in jobs if r.stage == "train"]
+        if tj and tj[-1].state.startswith("CANCELLED") and state == "pending":
+            state = "cancelled"
+            error = f"job {tj[-1].job_id} cancelled (by scancel, or because a stage it depends on failed)"
+        elif tj and tj[-1].state.startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
+            state = "failed"
+            error = error or f"job {tj[-1].job_id} {tj[-1].state}"
+    train = TrainStatus(state=state, step=m.get("step", 0), steps=m.get("steps", 0), policy_loss=m.get("policy_loss"),
+                        value_loss=m.get("value_loss"), world_size=m.get("world_size", 0),
+                        checkpoint=str(ckpt) if ckpt.exists() else "", attempt=tp.attempt if tp else 0, error=error)
+    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger), jobs)
+
+
+def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[dict[str, Any]], str]) -> EvalStatus | None:
+    """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
+    progress, its job, and every ledger match that network played. None when it was never evaluated."""
+    all_entries, ledger_error = ledger
+    entries = [e for e in all_entries if e["player"] == f"gen:{network}"]
+    progress = read_eval_progress(paths.eval_progress(network))
+    job = next((j for j in reversed(jobs) if j.stage == "eval"), None)
+    if not entries and progress is None and job is None:
+        return None
+    state = progress.status if progress else ("pending" if job is not None else "done")
+    if job is not None and state in ("pending", "running"):
+        js = job.state.split("/")[0]
+        if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
+            state = "failed"
+    matches = [f"vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
+               f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]
+    return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
+
+
+def render(status: RunStatus) -> str:
+    plan = status.plan
+    lines = [f"run {status.run}  ({plan.cluster}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s), "
+             f"{plan.tasks} self-play tasks/generation, {plan.generations} generations)"]
+    sup = status.supervisor
+    if sup:
+        lines.append(f"  local supervisor pid {sup.get('pid')} on {sup.get('host')}: {sup.get('state')}"
+                     + (f" - {sup['error']}" if sup.get("error") else ""))
+    for gen in status.generations:
+        sp, tr, g = gen.selfplay, gen.train, gen.generation
+        wdl = "/".join(str(x) for x in sp.wdl)
+        rate = f"{sp.games_per_s:.2f} games/s, " if sp.running else ""  # a live rate: none once nothing runs
+        lines.append(f"gen {g:>3}  self-play  {sp.done}/{sp.tasks} done, {sp.running} running, {sp.pending} pending, "
+                     f"{sp.failed} failed | {sp.games}/{sp.games_target} games, {sp.positions} positions, "
+                     f"{sp.shards} shards | {rate}{sp.avg_game_plies:.1f} plies/game, "
+                     f"W/D/L {wdl}, resign false positives {sp.resign_false_positives}/{sp.playthrough_games}"
+                     + (f", search workers restarted {sp.search_worker_restarts}x" if sp.search_worker_restarts else ""))
+        for row in sp.task_rows:
+            if row.state == "running":
+                workers = (f", {row.search_workers} search workers ({row.search_worker_restarts} restarted)"
+                           if row.search_workers else "")
+                lines.append(f"           task {row.task:>4}  running on {row.host or '?'}: {row.games}/{row.games_target} games, "
+                             f"{row.positions} positions, {row.games_per_s:.2f} games/s{workers} (attempt {row.attempt})")
+            elif row.state == "failed":
+                lines.append(f"           task {row.task:>4}  FAILED (attempt {row.attempt}): {row.detail}")
+        loss = (f", policy loss {tr.policy_loss:.3f}, value loss {tr.value_loss:.3f}"
+                if tr.policy_loss is not None else "")
+        lines.append(f"         train      {tr.state}: step {tr.step}/{tr.steps or '?'}{loss}"
+                     + (f", world {tr.world_size}" if tr.world_size else "")
+                     + (f" -> {tr.checkpoint}" if tr.checkpoint else "") + (f" - {tr.error}" if tr.error else ""))
+        ev = gen.eval
+        if ev:
+            lines.append(f"         eval       gen:{ev.network} {ev.state}" + (": " + "; ".join(ev.matches) if ev.matches else "")
+                         + (f" - {ev.error}" if ev.error else ""))
+        if gen.jobs and plan.cluster == "slurm":
+            lines.append("         jobs       " + "; ".join(
+                f"{j.stage} {j.job_id} {j.state}" + (f" ({j.reason})" if j.reason else "") for j in gen.jobs))
+        elif gen.jobs:
+            lines.append("         processes  " + _local_jobs(gen.jobs))
+    return "\n".join(lines)
+
+
+def render_brief(status: RunStatus) -> str:
+    """One line for the generation in progress (what ``azhpc launch --wait`` prints as it changes)."""
+    gens = status.generations
+    if not gens:
+        return "nothing planned"
+    gen = next((g for g in gens if not g.train.checkpoint), gens[-1])
+    sp, tr = gen.selfplay, gen.train
+    failed = f", {sp.failed} FAILED" if sp.failed else ""
+    return (f"gen {gen.generation}/{len(gens) - 1}: self-play {sp.done}/{sp.tasks} done, {sp.running} running, "
+            f"{sp.pending} pending{failed}, {sp.games}/{sp.games_target} games, {sp.positions} positions | "
+            f"train {tr.state} step {tr.step}/{tr.steps or '?'}" + (f" - {tr.error}" if tr.error else ""))
+
+
+def _local_jobs(jobs: list[JobRow]) -> str:
+    by = {}
+    for j in jobs:
+        by.setdefault((j.stage, j.state), 0)
+        by[(j.stage, j.state)] += 1
+    return ", ".join(f"{stage} {state} x{n}" for (stage, state), n in sorted(by.items()))
+
+
+def _active(jobs: list[JobRow]) -> bool:
+    return any(name in scheduler.ACTIVE for j in jobs for name in j.state.split("/"))
+
+
+def finished(status: RunStatus) -> tuple[bool, bool]:
+    """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists."""
+    gens = status.generations
+    sup = status.supervisor
+    if gens and gens[-1].train.checkpoint:
+        if sup is not None:  # a local run: the supervisor ends after the last evaluation
+            return sup.get("state") in ("done", "failed", "cancelled", "lost"), True
+        evals = [j for g in gens for j in g.jobs if j.stage == "eval"]
+        return not _active(evals), True
+    if sup is not None:  # a local run
+        return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
+    if status.plan.cluster == "manual":  # no jobs to ask about: over when nothing runs
+        return not any(g.selfplay.running or g.train.state == "running" for g in gens), False
+    for gen in gens:
+        if gen.train.state in ("failed", "cancelled"):
+            return not _active([j for g2 in gens[gen.generation + 1:] for j in g2.jobs]), False
+    return not _active([j for gen in gens for j in gen.jobs]), False

@@ -1,0 +1,219 @@
+"""The search as one API: trees over positions in, a frozen ``SearchResult`` per tree out.
+
+The search knows positions, moves and an ``Evaluator``; it knows nothing of games, players, shards or
+files. Self-play, evaluation matches and the UCI engine all drive it through ``TreeSearch``:
+
+    search = TreeSearch(evaluator, mcts_config, rules, history)
+    results = search.search(boards, simulations)            # evaluation and UCI: one call
+
+    tree = search.open(board)                                # self-play: trees that live across moves
+    pending = search.prepare([tree, ...], root_fpu)          # select leaves, encode them
+    search.finish(pending, *search.evaluate(pending.planes)[:2])   # (or hand the planes to a server)
+    result = search.result(tree)                             # visits, policy target, value
+    search.advance(tree, result.best)                        # play a move, keep the subtree
+    search.release(tree)                                     # the game ended
+
+Trees are ints that stay valid across ``compact``; node ids stay inside the search. All trees of one
+``TreeSearch`` share its forest, so one ``prepare`` selects a leaf in every tree given and one network call
+evaluates them all.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import chess
+import numpy as np
+
+from ..config import MCTSConfig
+from ..game.rules import Rules
+from .evaluator import Evaluator
+from .forest import Forest
+from .puct import BatchedSearch, PendingStep, SearchStats
+
+Tree = int  # a handle from TreeSearch.open
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What the search found at one root. A = the root's legal moves, in the search's order.
+
+    moves:   [A] the legal moves.
+    priors:  [A] float32 network prior of each move (with root noise, if any was added).
+    visits:  [A] float32 visits of each move's subtree.
+    value:   mean value of the root for the side to move, in [-1, 1].
+    root_visits: visits of the root (1 + the simulations that went through it).
+    pv:      the principal variation from the root (most visited moves), when asked for.
+    """
+
+    moves: tuple[chess.Move, ...]
+    priors: np.ndarray
+    visits: np.ndarray
+    value: float
+    root_visits: int
+    pv: tuple[chess.Move, ...] = field(default=())
+
+    @property
+    def policy_target(self) -> np.ndarray:
+        """[A] float32: the visit distribution, AlphaZero's policy training target."""
+        return (self.visits / max(float(self.visits.sum()), 1.0)).astype(np.float32)
+
+    @property
+    def best(self) -> int:
+        """Index of the most visited move, ties to the higher prior."""
+        return int(np.lexsort((-self.priors, -self.visits))[0])
+
+    @property
+    def best_move(self) -> chess.Move:
+        return self.moves[self.best]
+
+
+class TreeSearch:
+    """Batched tree search over any number of trees that share one forest and one evaluator."""
+
+    def __init__(self, evaluator: Evaluator, cfg: MCTSConfig, rules: Rules, history: int,
+                 compact_at: int = 50_000) -> None:
+        self.cfg = cfg
+        self.history = history
+        self.forest = Forest(rules, history)
+        self._search = BatchedSearch(self.forest, evaluator, cfg, history)
+        self._roots: dict[Tree, int] = {}  # tree -> its root node
+        self._next_tree = 0
+        self._pending: list[PendingStep] = []  # prepared steps not yet finished (their node ids follow a compaction)
+        self._compact_at = compact_at
+        self._compact_floor = compact_at
+
+    @property
+    def stats(self) -> SearchStats:
+        return self._search.stats
+
+    @property
+    def num_nodes(self) -> int:
+        return self.forest.num_nodes
+
+    # -- trees -------------------------------------------------------------------------------------------
+    def open(self, board: chess.Board) -> Tree:
+        """A tree for ``board``'s position, its history (and repetitions) read from the board's move stack."""
+        tree = self._next_tree
+        self._next_tree += 1
+        self._roots[tree] = self.forest.new_root(board)
+        return tree
+
+    def release(self, tree: Tree) -> None:
+        """Forget a tree; its nodes go at the next compaction."""
+        del self._roots[tree]
+
+    def advance(self, tree: Tree, k: int) -> None:
+        """Make the root's ``k``-th move: the child's subtree becomes the tree (with ``tree_reuse``), else a
+        new root for the position after the move."""
+        f, root = self.forest, self._roots[tree]
+        child = f.child_of(root, k)
+        if self.cfg.tree_reuse and child >= 0:
+            self._roots[tree] = child
+            return
+        board = f.board[root].copy(stack=False)
+        board.push(f.children(root)[2][k])
+        self._roots[tree] = f.new_node(board, f.chain[root])
+
+    def root_visits(self, tree: Tree) -> int:
+        return int(self.forest.node_n()[self._roots[tree]])
+
+    def num_moves(self, tree: Tree) -> int | None:
+        """Legal moves of an expanded root (None until the network has seen it)."""
+        count = self.forest.edge_count(self._roots[tree])
+        return count if count >= 0 else None
+
+    def add_noise(self, tree: Tree, noise: np.ndarray, epsilon: float) -> None:
+        """Mix ``noise`` [A] into the expanded root's priors: (1 - epsilon) * prior + epsilon * noise."""
+        self.forest.add_noise(self._roots[tree], noise, epsilon)
+
+    def terminal_value(self, tree: Tree) -> float | None:
+        """The value for the side to move if the rules end the game at the root, else None."""
+        return self.forest.terminal_value(self._roots[tree])
+
+    def repetitions(self, tree: Tree) -> int:
+        """Earlier occurrences of the root's position (in its history and the tree)."""
+        return int(self.forest.chain[self._roots[tree]][1])
+
+    def position(self, tree: Tree) -> tuple:
+        """The root's position chain (``game.encoding``): what a training row encodes."""
+        return self.forest.chain[self._roots[tree]]
+
+    def result(self, tree: Tree, pv_length: int = 0) -> SearchResult:
+        """The root's moves, priors, visits and value, and up to ``pv_length`` moves of principal variation."""
+        f, root = self.forest, self._roots[tree]
+        priors, visits, moves = f.children(root)
+        result = SearchResult(tuple(moves), priors, visits, f.q(root), int(f.node_n()[root]))
+        if pv_length:
+            pv = [moves[result.best]]
+            node = f.child_of(root, result.best)
+            while node >= 0 and f.is_expanded(node) and len(pv) < pv_length:
+                p, v, m = f.children(node)
+                if not v.any():
+                    break
+                j = int(np.lexsort((-p, -v))[0])
+                pv.append(m[j])
+                node = f.child_of(node, j)
+            result = SearchResult(result.moves, priors, visits, result.value, result.root_visits, tuple(pv))
+        return result
+
+    # -- simulations -------------------------------------------------------------------------------------
+    def prepare(self, trees: Sequence[Tree], root_fpu: np.ndarray | None = None) -> PendingStep:
+        """Select a leaf in each tree and encode the leaves that need the network (``pending.planes``, or None).
+        ``root_fpu`` [len(trees)]: first-play-urgency reduction at each root (default mcts.fpu_reduction_root)."""
+        pending = self._search.prepare([self._roots[t] for t in trees], root_fpu)
+        self._pending.append(pending)
+        return pending
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """The evaluator's (logits, values) for ``planes`` and the seconds it took (safe on another thread)."""
+        return self._search.evaluate(planes)
+
+    def finish(self, pending: PendingStep, logits: np.ndarray | None, values: np.ndarray | None) -> None:
+        """Expand the evaluated leaves of ``pending`` and back their values up its paths."""
+        self._pending.remove(pending)
+        self._search.finish(pending, logits, values)
+
+    def step(self, trees: Sequence[Tree]) -> None:
+        """One simulation in each tree (its first evaluation, for a root the network has not seen)."""
+        pending = self.prepare(trees)
+        if pending.planes is None:
+            self.finish(pending, None, None)
+        else:
+            logits, values, seconds = self.evaluate(pending.planes)
+            self.stats.t_network += seconds
+            self.finish(pending, logits, values)
+
+    def search(self, boards: Sequence[chess.Board], simulations: int, stop: Callable[[int], bool] | None = None,
+               pv_length: int = 10) -> list[SearchResult]:
+        """Search every board at once, ``simulations`` each (``stop(done)``, checked between simulations, ends it
+        early), and return their results. The trees are released."""
+        trees = [self.open(b) for b in boards]
+        done = 0
+        while True:
+            self.step(trees)  # the first step expands the roots; each later one is one simulation per root
+            if done >= simulations or (stop is not None and stop(done)):
+                break
+            done += 1
+        results = [self.result(t, pv_length) for t in trees]
+        for t in trees:
+            self.release(t)
+        return results
+
+    # -- memory ------------------------------------------------------------------------------------------
+    def compact(self, force: bool = False) -> bool:
+        """Drop the nodes no tree can reach any more, once the forest has grown past its threshold (or when
+        ``force``d); prepared steps follow. Returns whether it compacted."""
+        if not force and self.forest.num_nodes <= self._compact_at:
+            return False
+        trees = list(self._roots)
+        new_id = self.forest.compact([self._roots[t] for t in trees])
+        for t in trees:
+            self._roots[t] = int(new_id[self._roots[t]])
+        for pending in self._pending:
+            pending.remap(new_id)
+        self._compact_at = max(self._compact_floor, 3 * self.forest.num_nodes)
+        gc.collect()
+        return True

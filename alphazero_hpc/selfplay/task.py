@@ -1,0 +1,153 @@
+"""A self-play task: the function a SLURM array element (or ``azhpc selfplay``) runs.
+
+It plays its share of a generation's games with the generation's network and leaves them as complete
+shards. Started again with the same arguments (a requeue, a retry) it plays only the shards that are
+missing; seeds derive from (run seed, generation, task, shard, game), so the rerun writes what the first
+attempt would have.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from ..cluster.preempt import Deadline, Stop
+from ..config import Config
+from ..errors import AzhpcError
+from ..net.cputhreads import warn_pipeline_on_cpu
+from ..search.evaluator import Evaluator
+from ..store import atomic
+from ..store.paths import RunPaths
+from ..store.progress import ProgressFile, TaskProgress, read_task_progress
+from ..store.runconfig import resolve_run_config
+from ..store.shards import read_sidecar
+from .engine import GameRecord, SelfPlayEngine
+from .output import write_complete_shard
+from .plan import Pacer, TaskPlan, plan_task
+
+
+def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) -> tuple[Evaluator, str]:
+    """Load the generation's network on ``device``; generation 0 first writes the seeded random net."""
+
+    from ..net.checkpoint import ensure_initial_checkpoint, file_digest, load_model
+    from ..net.inference import TorchEvaluator, pick_device
+
+    model_path = paths.model(generation)
+    if generation == 0:
+        ensure_initial_checkpoint(model_path, cfg.model, cfg.run.seed)
+    model, _ = load_model(model_path, expect=cfg.model)
+    dev = pick_device(device)
+    return TorchEvaluator(model, dev), file_digest(model_path)
+
+
+def _restore(progress: TaskProgress, paths: RunPaths, generation: int, task: int, done: list[int]) -> None:
+    """Counters from the complete shards' sidecars (games of shards lost in flight are not counted)."""
+    for shard in done:
+        progress.add_shard(read_sidecar(paths.sidecar(generation, task, shard)))
+    progress.games_done = progress.games_in_shards
+
+
+def run_selfplay_task(
+    run_dir: str | Path,
+    generation: int,
+    task: int,
+    num_tasks: int,
+    config_path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    device: str = "auto",
+    evaluator: Evaluator | None = None,
+    deadline: Deadline | None = None,
+) -> TaskProgress:
+    """Play the task's missing shards of ``generation``; returns the final progress record: status ``done``,
+    or ``stopped`` (a stop signal, or ``deadline`` too close for the next shard) with shards still missing."""
+    paths = RunPaths(Path(run_dir))
+    cfg = resolve_run_config(paths, config_path, overrides)
+    plan = plan_task(cfg, task, num_tasks)
+    task_dir = paths.task_dir(generation, task)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    atomic.remove_stale_temporaries(task_dir)
+    done = paths.complete_shards(generation, task)
+    missing = [k for k in range(plan.shards) if k not in set(done)]
+
+    progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games, shards_target=plan.shards)
+    previous = read_task_progress(paths.progress(generation, task))
+    if previous is not None:
+        progress.attempt = previous.attempt + (0 if previous.status == "done" and not missing else 1)
+    pf = ProgressFile(paths.progress(generation, task), progress)
+    try:  # a shard of another schema or a broken sidecar stops here, before any work, and says so in progress
+        for shard in done:
+            read_sidecar(paths.sidecar(generation, task, shard))
+    except AzhpcError as exc:
+        pf.fail(exc)
+        raise
+    _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
+    if not missing:
+        progress.status = "done"
+        pf.write()
+        return progress
+    pf.write()
+    try:
+        if evaluator is None:
+            evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
+        else:
+            model_digest = "none (injected evaluator)"
+        if deadline is not None and deadline.remaining() < cfg.slurm.stop_margin_s:
+            raise AzhpcError(f"the job has {deadline.remaining():.0f} s left, below slurm.stop_margin_s "
+                             f"({cfg.slurm.stop_margin_s} s): raise --selfplay-time or lower slurm.stop_margin_s")
+        k = search_workers(cfg)
+        pacer = Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan, parallel=max(k, 1))
+        progress.status = "running"
+        pf.write()
+        attrs = {
+            "generation": generation, "task": task, "attempt": progress.attempt, "model_sha256": model_digest,
+            "config_sha256": cfg.digest(), "history": cfg.model.history, "games_per_shard": plan.games_per_shard,
+        }
+        if k:
+            from .pool import SearchPool
+
+            SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
+        else:
+            warn_pipeline_on_cpu(cfg.selfplay.pipeline, evaluator)
+            _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
+        left = plan.shards - len(paths.complete_shards(generation, task))
+        progress.status = "stopped" if left else "done"
+        progress.error = f"stopped with {left} shard(s) to play ({pacer.reason})" if left else ""
+        pf.write()
+        return progress
+    except SystemExit:  # submitit's requeue on USR2 exits from its signal handler
+        progress.status, progress.error = "stopped", "stopped by SLURM's warning signal, requeued"
+        pf.write()
+        raise
+    except BaseException as exc:
+        pf.fail(exc)
+        raise
+
+
+def search_workers(cfg: Config) -> int:
+    """``selfplay.search_workers``, with -1 (auto) resolved: SLURM's CPUs for the task minus one, else 0."""
+    k = cfg.selfplay.search_workers
+    if k >= 0:
+        return k
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return max(0, int(cpus) - 1) if cpus.isdigit() else 0
+
+
+def _play_here(evaluator: Evaluator, cfg: Config, paths: RunPaths, generation: int, task: int, plan: TaskPlan,
+               attrs: dict, missing: list[int], pacer: "Pacer", pf: ProgressFile) -> None:
+    """The single-process engine: this process searches and calls the network."""
+    progress = pf.p
+    engine = SelfPlayEngine(evaluator, cfg)
+    pending: dict[int, list[GameRecord]] = {k: [] for k in missing}
+    for record in engine.play(pacer.specs(cfg, generation, task, missing)):
+        if Stop.reason:  # a stop signal: in-flight games are dropped (their shard is played again)
+            pacer.stopped()
+            break
+        shard = record.spec.shard
+        pending[shard].append(record)
+        progress.games_done += 1
+        progress.games_this_attempt += 1
+        progress.simulations_this_attempt = engine.search.stats.simulations
+        if len(pending[shard]) == plan.games_in_shard(shard):
+            progress.add_shard(write_complete_shard(paths, cfg, generation, task, shard, pending.pop(shard), attrs))
+        pf.write()

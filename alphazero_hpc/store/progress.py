@@ -1,0 +1,205 @@
+"""Live progress of a self-play task: a small JSON file rewritten atomically after every game.
+
+A watcher (``azhpc status``) sees every task move while it runs, and sees which task died and why:
+a crash writes status ``failed`` with the error line and traceback before the process exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from . import atomic
+from .shards import Sidecar
+
+PROGRESS_SCHEMA = 1
+
+
+@dataclass
+class TaskProgress:
+    generation: int
+    task: int
+    num_tasks: int
+    games_target: int
+    shards_target: int
+    schema_version: int = PROGRESS_SCHEMA
+    status: str = "starting"  # starting, running, done, failed
+    attempt: int = 1
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
+    node: str = field(default_factory=lambda: os.environ.get("SLURMD_NODENAME", ""))
+    cuda_visible_devices: str = field(default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    started: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0  # this attempt
+    games_done: int = 0  # all attempts, including games not yet in a shard
+    games_in_shards: int = 0
+    positions: int = 0  # rows in complete shards
+    plies: int = 0
+    shards_done: int = 0
+    games_this_attempt: int = 0
+    simulations_this_attempt: int = 0
+    games_per_s: float = 0.0
+    simulations_per_s: float = 0.0
+    white_wins: int = 0
+    draws: int = 0
+    black_wins: int = 0
+    resigned: int = 0
+    playthrough_games: int = 0
+    would_resign: int = 0
+    resign_false_positives: int = 0
+    terminations: dict[str, int] = field(default_factory=dict)
+    search_workers: int = 0  # search processes sharing this task's network (0: the task searches itself)
+    search_worker_pids: list[int] = field(default_factory=list)
+    search_worker_restarts: int = 0
+    error: str = ""
+    traceback: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskProgress:
+        """Read back what ``to_json`` wrote (fields this version does not know are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def add_shard(self, sidecar: Sidecar) -> None:
+        """Count a complete shard (its sidecar) into the task's totals."""
+        self.shards_done += 1
+        self.games_in_shards += sidecar.games
+        self.positions += sidecar.rows
+        stats = sidecar.stats
+        for key in ("plies", "white_wins", "draws", "black_wins", "resigned", "playthrough_games", "would_resign",
+                    "resign_false_positives"):
+            setattr(self, key, getattr(self, key) + getattr(stats, key))
+        for key, n in stats.terminations.items():
+            self.terminations[key] = self.terminations.get(key, 0) + n
+
+
+class ProgressFile:
+    def __init__(self, path: Path, progress: TaskProgress) -> None:
+        self.path = path
+        self.p = progress
+        self._t0 = time.time()
+
+    def write(self) -> None:
+        p = self.p
+        p.updated = time.time()
+        p.elapsed_s = p.updated - self._t0
+        if p.elapsed_s > 0:
+            p.games_per_s = p.games_this_attempt / p.elapsed_s
+            p.simulations_per_s = p.simulations_this_attempt / p.elapsed_s
+        atomic.write_json(self.path, p.to_json(), doing="writing progress")
+
+    def fail(self, exc: BaseException) -> None:
+        """Record why the task died; never raises (the original error matters more)."""
+        self.p.status = "failed"
+        self.p.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        self.p.traceback = "".join(traceback.format_exception(exc))[-8000:]
+        try:
+            self.write()
+        except Exception:  # noqa: BLE001 - a full disk must not hide the first error
+            pass
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_progress(path: Path) -> dict[str, Any] | None:
+    """Any progress file as a JSON object; None when it is missing or not (yet) one."""
+    return _read_object(path)
+
+
+def read_task_progress(path: Path) -> TaskProgress | None:
+    """A self-play task's progress read back; None when it is missing or unreadable."""
+    data = _read_object(path)
+    try:
+        return TaskProgress.from_json(data) if data is not None else None
+    except TypeError:  # a field missing: not a progress file of this azhpc
+        return None
+
+
+def task_done(progress_path: Path) -> bool:
+    """Whether the task of this progress file finished all its shards."""
+    p = read_task_progress(progress_path)
+    return p is not None and p.status == "done"
+
+
+@dataclass
+class TrainProgress:
+    """``train/gen-N/progress.json``: the training job writing network N, written by its first node."""
+
+    generation: int
+    trained_from: int
+    status: str = "starting"  # starting, running, stopped, done, failed
+    attempt: int = 1
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_JOB_ID", ""))
+    restart_count: int = field(default_factory=lambda: int(os.environ.get("SLURM_RESTART_COUNT", 0) or 0))
+    nodes: int = 1
+    ranks: int = 1
+    started: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainProgress:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def read_train_progress(path: Path) -> TrainProgress | None:
+    data = _read_object(path)
+    try:
+        return TrainProgress.from_json(data) if data is not None else None
+    except TypeError:
+        return None
+
+
+@dataclass
+class EvalProgress:
+    """``eval/gen-N/progress.json``: the evaluation stage of network N, one result line per opponent played."""
+
+    generation: int
+    opponents: list[str]
+    status: str = "running"  # running, done, failed
+    results: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    host: str = field(default_factory=socket.gethostname)
+    slurm_job_id: str | None = field(default_factory=lambda: os.environ.get("SLURM_JOB_ID"))
+    started: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvalProgress:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def read_eval_progress(path: Path) -> EvalProgress | None:
+    data = _read_object(path)
+    try:
+        return EvalProgress.from_json(data) if data is not None else None
+    except TypeError:
+        return None
