@@ -34,7 +34,7 @@ def train(run: Path, *args, nproc=1, timeout=600, env=None):
     cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0", "--workers", "1", *args]
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *cmd[1:]]
-        cmd[cmd.index("alphazero_hpc.train.trainer") - 1] = "-m"
+        cmd[cmd.index("alphazero_hpc.train") - 1] = "-m"
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 

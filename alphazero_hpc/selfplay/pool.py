@@ -5,7 +5,7 @@ task's process owns the network (and the CUDA context) and serves it; ``K`` sear
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and seven counters. A request
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and the ``Counter``s. A request
 is 8 bytes on the worker's evaluation pipe (first row in its slot, rows), the answer the same 8 bytes back; no
 array is ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. Whenever the network is
@@ -15,8 +15,8 @@ or that long has passed.
 
 Shards: workers ask the server for a shard to play (the server paces them against the job's deadline), play
 its games, and write the shard, its PGN sample and its sidecar themselves, exactly as the single-process
-engine does, so writing never stalls the network. The server turns their small control messages (a game
-ended, a shard was written) into the task's progress file. A worker that dies is reported; its unfinished
+engine does, so writing never stalls the network. The server turns their small control messages (typed
+records: ``GameDone``, ``ShardDone``, ...) into the task's progress file. A worker that dies is reported; its unfinished
 shards go back to the queue and a new worker takes its place, up to ``search_worker_restarts`` times. A
 worker that raises reports its error and the task fails with it.
 """
@@ -32,6 +32,7 @@ import time
 import traceback
 from contextlib import nullcontext
 from dataclasses import dataclass
+from enum import IntEnum
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator
 
@@ -43,15 +44,70 @@ from ..game.encoding import NUM_MOVES, num_planes
 from ..errors import AzhpcError
 from ..search.evaluator import Evaluator
 from ..store.paths import RunPaths
+from ..store.shards import Sidecar
 from ..cluster.preempt import Stop, ignore_stop_signals
 from .engine import SelfPlayEngine, group_widths
 from .output import write_complete_shard
 from .plan import GameSpec, game_specs, plan_task
 
 _REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
-_COUNTERS = 7  # simulations, positions recorded, seconds: waiting for the network, chess rules, tree, encoding;
-              # games in flight
-_IN_FLIGHT = 6  # the counter of games in flight
+
+
+class Counter(IntEnum):
+    """The counters in a worker's slot (float64), written by the worker after every step."""
+
+    SIMULATIONS = 0
+    POSITIONS = 1  # positions recorded for training
+    WAIT_NETWORK = 2  # seconds waiting for the network's answer
+    RULES = 3  # seconds in python-chess (new nodes: copy, push, legal moves, end of game)
+    TREE = 4  # seconds selecting and backing up
+    ENCODE = 5  # seconds encoding leaves into planes
+    IN_FLIGHT = 6  # games in flight now
+
+
+TIME_SPLIT = {"network_wait": Counter.WAIT_NETWORK, "rules": Counter.RULES, "tree": Counter.TREE, "encode": Counter.ENCODE}
+
+
+# Control messages of a worker to the server (the server answers NextShard with a shard number or None).
+@dataclass(frozen=True)
+class Hello:
+    pid: int
+    torch_imported: bool  # a search worker must never import torch
+
+
+@dataclass(frozen=True)
+class NextShard:
+    pass
+
+
+@dataclass(frozen=True)
+class GameDone:
+    shard: int
+    simulations: int  # the worker's simulations so far
+
+
+@dataclass(frozen=True)
+class ShardDone:
+    sidecar: Sidecar
+
+
+@dataclass(frozen=True)
+class WorkerFailed:
+    error: str  # one line
+    traceback: str
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    how: str  # done, stopped
+
+
+@dataclass(frozen=True)
+class Died:
+    """Not sent by a worker: the server's note that a worker's process ended."""
+
+
+Message = Hello | NextShard | GameDone | ShardDone | WorkerFailed | WorkerExit | Died
 
 
 class Slot:
@@ -62,7 +118,7 @@ class Slot:
         ctx = ctx or mp.get_context("spawn")
         c = num_planes(history)
         self._raw = (ctx.RawArray("f", rows * c * 64), ctx.RawArray("f", rows * NUM_MOVES),
-                     ctx.RawArray("f", rows), ctx.RawArray("d", _COUNTERS))
+                     ctx.RawArray("f", rows), ctx.RawArray("d", len(Counter)))
         self._map()
 
     def _map(self) -> None:
@@ -137,12 +193,12 @@ def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Conne
     ignore_stop_signals()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        ctl.send(("hello", os.getpid(), "torch" in sys.modules))
+        ctl.send(Hello(os.getpid(), "torch" in sys.modules))
         _search(args, slot, eval_conn, ctl, stop)
-        ctl.send(("exit", "stopped" if stop.is_set() else "done"))
+        ctl.send(WorkerExit("stopped" if stop.is_set() else "done"))
     except BaseException as exc:  # noqa: BLE001 - reported to the server, which fails the task with it
         try:
-            ctl.send(("error", f"{type(exc).__name__}: {exc}".splitlines()[0], traceback.format_exc()[-8000:]))
+            ctl.send(WorkerFailed(f"{type(exc).__name__}: {exc}".splitlines()[0], traceback.format_exc()[-8000:]))
         except (OSError, ValueError):
             pass
         sys.exit(1)
@@ -161,7 +217,7 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
                 seed += 1
                 yield GameSpec(shard=0, index=0, seed=seed)
         while True:
-            ctl.send(("next",))
+            ctl.send(NextShard())
             shard = ctl.recv()
             if shard is None:
                 return
@@ -176,13 +232,16 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
                     continue
                 shard = record.spec.shard
                 pending.setdefault(shard, []).append(record)
-                ctl.send(("game", shard, engine.search.stats.simulations))
+                ctl.send(GameDone(shard, engine.search.stats.simulations))
                 if len(pending[shard]) == plan.games_in_shard(shard):
                     sidecar = write_complete_shard(paths, cfg, args.generation, args.task, shard, pending.pop(shard), args.attrs)
-                    ctl.send(("shard", shard, sidecar))
+                    ctl.send(ShardDone(sidecar))
             st = engine.search.stats
-            slot.counters[:] = (st.simulations, engine.positions_recorded, st.t_network, st.t_rules, st.t_tree, st.t_encode,
-                                len(engine.active))
+            c = slot.counters
+            c[Counter.SIMULATIONS], c[Counter.POSITIONS] = st.simulations, engine.positions_recorded
+            c[Counter.WAIT_NETWORK], c[Counter.RULES], c[Counter.TREE], c[Counter.ENCODE] = (
+                st.t_network, st.t_rules, st.t_tree, st.t_encode)
+            c[Counter.IN_FLIGHT] = len(engine.active)
     finally:
         engine.close()
 
@@ -282,7 +341,7 @@ class SearchPool:
             while w.process.is_alive() and time.monotonic() < t_end:
                 # a worker blocked on the network or on its next shard must get its answer to notice the stop
                 for other, msg in self._serve_once(0.05):
-                    if msg[0] == "next":
+                    if isinstance(msg, NextShard):
                         other.ctl.send(None)
         for w in self.live():
             if w.process.is_alive():
@@ -303,7 +362,7 @@ class SearchPool:
             objs[w.process.sentinel] = ("exit", w)
         if self.pending:  # rows left over from a full batch go at once; others wait for company, up to max_wait
             timeout = 0.0 if self._batch_ready() else max(0.0, min(timeout, self.first_request + self.max_wait - time.monotonic()))
-        messages: list[tuple[_Worker, Any]] = []
+        messages: list[tuple[_Worker, Message]] = []
         for obj in wait(list(objs), timeout):
             kind, w = objs[obj]
             if w.process is None:
@@ -322,14 +381,14 @@ class SearchPool:
             else:  # on its end, what it said before comes first (its error, its last shard)
                 messages.extend((w, m) for m in _drain(w.ctl))
                 if kind == "exit":
-                    messages.append((w, ("died",)))
+                    messages.append((w, Died()))
         for w, msg in messages:  # what a worker says about itself
-            if msg[0] == "hello":
-                w.pid, w.torch_imported = msg[1], msg[2]
-            elif msg[0] == "error":
-                w.error = (msg[1], msg[2])
-            elif msg[0] == "exit":
-                w.exited = msg[1]
+            if isinstance(msg, Hello):
+                w.pid, w.torch_imported = msg.pid, msg.torch_imported
+            elif isinstance(msg, WorkerFailed):
+                w.error = (msg.error, msg.traceback)
+            elif isinstance(msg, WorkerExit):
+                w.exited = msg.how
         if self._batch_ready():
             self._run_batch()
         return messages
@@ -379,11 +438,11 @@ class SearchPool:
     def _workers_busy(self) -> bool:
         """Every worker is running with all its games in flight (none starting, restarting or out of work)."""
         full = self.cfg.selfplay.games_in_flight
-        return all(w.process is not None and not w.exited and self.slots[w.index].counters[_IN_FLIGHT] >= full for w in self.workers)
+        return all(w.process is not None and not w.exited and self.slots[w.index].counters[Counter.IN_FLIGHT] >= full for w in self.workers)
 
     def counters(self) -> np.ndarray:
         """Simulations and positions of the workers now running, summed (a replacement starts from zero)."""
-        return sum((s.counters.copy() for s in self.slots), np.zeros(_COUNTERS))
+        return sum((s.counters.copy() for s in self.slots), np.zeros(len(Counter)))
 
     # -- a task --------------------------------------------------------------------------------------
     def run(self, missing: list[int], pacer: Any, pf: Any) -> None:
@@ -400,25 +459,24 @@ class SearchPool:
                     pacer.stopped()
                     self.stop.set()  # in-flight games are dropped, as in the single-process engine
                 for w, msg in self._serve_once(0.5):
-                    kind = msg[0]
-                    if kind == "hello":
+                    if isinstance(msg, Hello):
                         progress.search_worker_pids = [x.pid for x in self.live()]
                         last_write = 0.0
-                    elif kind == "next":
+                    elif isinstance(msg, NextShard):
                         shard = None
                         if queue and not self.stop.is_set() and pacer.may_start(queue[0], first=not handed_any):
                             shard, handed_any = queue.pop(0), True
                             w.shards += (shard,)
                         w.ctl.send(shard)
-                    elif kind == "game":
+                    elif isinstance(msg, GameDone):
                         progress.games_done += 1
                         progress.games_this_attempt += 1
-                        w.simulations = msg[2]
-                    elif kind == "shard":
-                        w.shards = tuple(s for s in w.shards if s != msg[1])
-                        progress.add_shard(msg[2])
+                        w.simulations = msg.simulations
+                    elif isinstance(msg, ShardDone):
+                        w.shards = tuple(s for s in w.shards if s != msg.sidecar.shard)
+                        progress.add_shard(msg.sidecar)
                         last_write = 0.0
-                    elif kind == "died":
+                    elif isinstance(msg, Died):
                         queue = self._buried(w, queue)
                         progress.search_worker_restarts = self.stats.restarts
                 progress.simulations_this_attempt = self.dead_simulations + sum(w.simulations for w in self.live())
@@ -475,8 +533,9 @@ class SearchPool:
         finally:
             self.shutdown()
         cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
-        spent = dict(zip(("network_wait", "rules", "tree", "encode"), (c1[2:6] - c0[2:6]) / (elapsed * self.k)))
-        return {"seconds": elapsed, "simulations": int(c1[0] - c0[0]), "positions": int(c1[1] - c0[1]),
+        spent = {name: (c1[i] - c0[i]) / (elapsed * self.k) for name, i in TIME_SPLIT.items()}
+        return {"seconds": elapsed, "simulations": int(c1[Counter.SIMULATIONS] - c0[Counter.SIMULATIONS]),
+                "positions": int(c1[Counter.POSITIONS] - c0[Counter.POSITIONS]),
                 "worker_time": spent,  # share of the workers' wall time
                 "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
                 "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": self.most_rows,
@@ -488,6 +547,6 @@ class SearchPool:
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
             for w, msg in self._serve_once(0.1):
-                if msg[0] == "died":
+                if isinstance(msg, Died):
                     raise AzhpcError(f"search worker {w.index} (pid {w.pid}) ended during the benchmark: "
                                      f"{w.error[0] if w.error else f'exit code {w.process.exitcode}'}")

@@ -22,7 +22,8 @@ import numpy as np
 from ..config import Config
 from ..net.cputhreads import network_cpu_threads, warn_pipeline_on_cpu
 from ..game.encoding import num_planes
-from ..selfplay.engine import GameSpec, SelfPlayEngine, group_widths
+from ..selfplay.engine import SelfPlayEngine, group_widths
+from ..selfplay.plan import GameSpec
 
 
 @dataclass
@@ -161,7 +162,8 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
     """``workers`` 0 measures the single-process engine, more the search pool (``searchpool``)."""
     from ..net.inference import TorchEvaluator, pick_device
     from ..net.model import build_model
-    from ..store.shards import records_to_arrays, write_shard
+    from ..selfplay.output import records_to_arrays
+    from ..store.shards import write_shard
 
     dev = pick_device(device)
     if evaluator is None:
@@ -263,7 +265,8 @@ def bench_shards(cfg: Config, games: int = 64) -> list[dict]:
     The games are played with a uniform evaluator (no network needed); search settings come from ``cfg``.
     """
     from ..search.fakes import UniformEvaluator
-    from ..store.shards import read_shard, records_to_arrays, write_shard
+    from ..selfplay.output import records_to_arrays
+    from ..store.shards import read_shard, write_shard
 
     engine = SelfPlayEngine(UniformEvaluator(cfg.model.history), cfg)
     records = list(engine.play(GameSpec(shard=0, index=i, seed=i) for i in range(games)))

@@ -1,0 +1,138 @@
+"""The package's shape: no import loops and no import from a lower layer up to a higher one (imports inside
+functions included), against the layer order written in docs/architecture.md."""
+
+import ast
+import re
+from pathlib import Path
+
+from .conftest import ROOT
+
+PACKAGE = ROOT / "alphazero_hpc"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def layer_order() -> list[set[str]]:
+    """The layers of the doc's ```layers block, lowest first: each line names the packages of one layer."""
+    m = re.search(r"```layers\n(.*?)```", DOC.read_text(), re.S)
+    assert m, f"{DOC} has no ```layers block"
+    layers = []
+    for line in m.group(1).splitlines():
+        names = {n.strip() for n in line.split("#")[0].split(",") if n.strip()}
+        if names:
+            layers.append(names)
+    return layers
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every alphazero_hpc module this file imports, at any depth of the file (functions too)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "alphazero_hpc"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "alphazero_hpc":
+                continue
+            for alias in node.names:  # `from . import x` may name a module
+                sub = f"{target}.{alias.name}"
+                out.add(sub if _exists(sub) else target)
+    return out
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) - {module_name(p)} for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def unit(module: str) -> str:
+    """The layer unit of a module: its top-level package or module inside alphazero_hpc (the package's own
+    __init__ is 'alphazero_hpc')."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_every_package_and_top_level_module_has_a_layer():
+    named = set().union(*layer_order())
+    present = {unit(m) for m in graph()}
+    assert present - named == set(), f"not in the layers of {DOC.name}: {sorted(present - named)}"
+    assert named - present == set(), f"{DOC.name} names layers that do not exist: {sorted(named - present)}"
+
+
+def upward_imports(g: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """Imports from a package to one of a higher layer, or to another package of its own layer."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    bad = []
+    for module, targets in g.items():
+        for target in targets:
+            a, b = unit(module), unit(target)
+            if a != b and rank[b] >= rank[a]:
+                bad.append(f"{module} -> {target} ({a} is layer {rank[a]}, {b} is layer {rank[b]})")
+    return sorted(bad)
+
+
+def import_loops(g: dict[str, set[str]]) -> list[str]:
+    seen, stack, loops = set(), [], []
+
+    def visit(m: str) -> None:
+        if m in stack:
+            loops.append(" -> ".join(stack[stack.index(m):] + [m]))
+            return
+        if m in seen:
+            return
+        seen.add(m)
+        stack.append(m)
+        for t in sorted(g.get(m, ())):
+            if t in g and t != "alphazero_hpc":  # importing the package's own __init__ (its version) is no loop
+                visit(t)
+        stack.pop()
+
+    for m in sorted(g):
+        visit(m)
+    return loops
+
+
+def test_no_import_goes_up_a_layer_or_sideways_across_packages():
+    bad = upward_imports(graph(), layer_order())
+    assert not bad, "imports against the layer order of docs/architecture.md:\n" + "\n".join(bad)
+
+
+def test_no_import_loops():
+    loops = import_loops(graph())
+    assert not loops, "import loops:\n" + "\n".join(loops)
+
+
+def test_the_checks_find_what_main_had():
+    """On the shape of the code before the folders (store importing the self-play engine, a loop between the
+    search pool and the task, search importing torch's net), both checks report it."""
+    g = graph()
+    g["alphazero_hpc.store.shards"] = g["alphazero_hpc.store.shards"] | {"alphazero_hpc.selfplay.engine"}
+    g["alphazero_hpc.selfplay.plan"] = g["alphazero_hpc.selfplay.plan"] | {"alphazero_hpc.selfplay.task"}
+    g["alphazero_hpc.search.api"] = g["alphazero_hpc.search.api"] | {"alphazero_hpc.net.inference"}
+    bad = upward_imports(g, layer_order())
+    assert any(row.startswith("alphazero_hpc.store.shards -> alphazero_hpc.selfplay.engine") for row in bad)
+    assert any(row.startswith("alphazero_hpc.search.api -> alphazero_hpc.net.inference") for row in bad)
+    assert any("alphazero_hpc.selfplay.plan -> alphazero_hpc.selfplay.task" in loop for loop in import_loops(g))
+
+
+def test_every_package_says_what_it_owns():
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what the package owns"
