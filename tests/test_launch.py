@@ -164,6 +164,7 @@ def test_local_pipeline_two_generations(tmp_path):
     assert "games/s" not in shown  # a live rate; "0.00 games/s" beside a finished generation read as a stall
     plots = run_cli("plot", str(run))
     assert plots.returncode == 0, plots.stderr
+    assert not (run / "eval" / "ratings.json").exists()  # a plot reads the ladder; only azhpc elo records it
     for name in ("elo", "losses", "games"):
         assert (run / "plots" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert read_checkpoint(run / "models" / "gen-0002.pt")["generation"] == 2

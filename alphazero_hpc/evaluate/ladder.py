@@ -12,9 +12,11 @@ from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import read_ledger
 
 
-def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0) -> tuple[list[Rating], list[dict[str, Any]]]:
+def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0,
+               write: bool = True) -> tuple[list[Rating], list[dict[str, Any]]]:
     """Fit the ladder of a run (``anchor`` at Elo 0) over the matches scored with ``adjudicate_material``
-    (0: chess rules only; matches scored differently are not mixed) and store it in RUN/eval/ratings.json."""
+    (0: chess rules only; matches scored differently are not mixed); with ``write`` (``azhpc elo``) store it in
+    RUN/eval/ratings.json."""
     paths = RunPaths(run_dir)
     entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material]
     if not entries:
@@ -27,10 +29,11 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
                          f"or pass --anchor with one of {', '.join(sorted(names))}")
     matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
     table = ladder_table(fit_ratings(matches, anchor))
-    atomic.write_json(paths.ratings(adjudicate_material),
-                      {"anchor": anchor, "matches": len(entries), "adjudicate_material": adjudicate_material,
-                       "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
-                      doing="writing the ratings")
+    if write:
+        atomic.write_json(paths.ratings(adjudicate_material),
+                          {"anchor": anchor, "matches": len(entries), "adjudicate_material": adjudicate_material,
+                           "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
+                          doing="writing the ratings")
     return table, entries
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from pathlib import Path
 from typing import Any, Iterator
 
 from ..store import atomic

@@ -65,7 +65,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         from ..evaluate.ladder import generation_of, run_ladder
 
         try:
-            table, _ = run_ladder(run_dir, adjudicate_material=adjudicate_material)
+            table, _ = run_ladder(run_dir, adjudicate_material=adjudicate_material, write=False)  # a plot changes no record
         except AzhpcError as exc:  # no match scored this way (or no anchor): the other figures still come
             print(f"azhpc plot: no Elo figure: {exc}")
     if table is not None:

@@ -159,7 +159,7 @@ def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) 
 
 def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds: float = 30.0,
                    warmup_s: float = 3.0, evaluator=None, workers: int = 0) -> SelfPlayBench:
-    """``workers`` 0 measures the single-process engine, more the search pool (``searchpool``)."""
+    """``workers`` 0 measures the single-process engine, more the search pool (``selfplay.pool``)."""
     from ..net.inference import TorchEvaluator, pick_device
     from ..net.model import build_model
     from ..selfplay.output import records_to_arrays

@@ -268,7 +268,7 @@ class Trainer:
     def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
         if not self.env.master:
             return
-        payload = {"schema": 1, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        payload = {"schema": STATE_SCHEMA, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step,
                    "skipped_steps": skipped, "rng": {"torch": torch.get_rng_state()}, "data_position": consumed}
         t0 = time.perf_counter()
