@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
 from ..config import Config
-from .data import BatchPlan, make_loader, new_positions, replay_window
+from .data import BatchPlan, ShardRef, make_loader, new_positions, replay_window
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
@@ -74,8 +74,9 @@ def dist_env() -> DistEnv:
 
 def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, target_policy: torch.Tensor,
                    target_wdl: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(policy loss, value loss, policy log-probabilities): cross-entropy against the search's visit
-    distribution [B, 4672] and against the game's win/draw/loss class [B]. Computed in float32."""
+    """(policy loss, value loss, policy log-probabilities): cross-entropy against the search's policy target
+    [B, 4672] and against the win/draw/loss target: a class [B], or a distribution [B, 3]
+    (``train.value_target_q_ratio``). Computed in float32."""
     logp = F.log_softmax(logits.float(), dim=1)
     return -(target_policy * logp).sum(1).mean(), F.cross_entropy(value.float(), target_wdl), logp
 
@@ -86,6 +87,34 @@ def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
     if fresh == 0:
         raise AzhpcError(f"generation {generation} has no complete self-play shards in {paths.selfplay(generation)}: run its self-play first")
     return max(1, math.ceil(cfg.train.replay_ratio * fresh / cfg.train.batch_size))
+
+
+@dataclass
+class _Session:
+    """What a training run holds between steps: the network and its wrappers, the optimizer, and where it is."""
+
+    model: torch.nn.Module  # unwrapped: saved and checked
+    forward: torch.nn.Module  # what the batch goes through: DDP and/or torch.compile around ``model``
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    amp_dtype: torch.dtype | None
+    memory_format: torch.memory_format
+    tb: object | None  # a TensorBoard SummaryWriter on rank 0, when installed
+    step: int  # steps applied
+    skipped: int  # steps skipped for a non-finite loss
+    consumed: int  # batches taken from the batch plan (the data position a resume starts from)
+
+
+@dataclass(frozen=True)
+class _StepOutput:
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    logp: torch.Tensor  # [B, 4672] policy log-probabilities
+    logits: torch.Tensor
+    target_p: torch.Tensor
+    grad_norm: torch.Tensor
 
 
 class Trainer:
@@ -129,24 +158,82 @@ class Trainer:
             print(f"[train gen {self.generation}->{self.generation + 1}] {msg}", flush=True)
 
     def run(self) -> dict:
+        """Train the planned steps from the last training state (if any) and write the next network. Returns
+        ``{"status": "trained" | "stopped" | "already trained", "steps": ...}``."""
         if self.out.exists():
             self.log(f"{self.out} exists: generation already trained, nothing to do")
             return {"status": "already trained"}
         steps = plan_steps(self.cfg, self.paths, self.generation)
+        mine = self._my_shards(steps)
+        s = self._start(steps, mine)
+        loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank)),
+                                  s.consumed, self.workers, self.cfg.train.value_target_q_ratio))
+        total_rows, bad_rows = sum(r.rows for r in mine), 0
+        t_last = time.perf_counter()
+        first_step, nonfinite = s.step, 0
+        while s.step < steps:
+            t0 = time.perf_counter()
+            batch = next(loader)
+            s.consumed += 1
+            t_data = time.perf_counter() - t0
+            for note in batch["bad"]:
+                print(f"azhpc train: rank {self.env.rank} skipping {note}", file=sys.stderr, flush=True)
+                bad_rows += next((r.rows for r in mine if r.path in note), 0)
+            if bad_rows > total_rows // 2:
+                raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
+            if "planes" not in batch:
+                continue
+            out = self._forward_backward(s, batch)
+            finite, stop = self._agree(bool(torch.isfinite(out.loss) & torch.isfinite(out.grad_norm)),
+                                       self._stop_reason(s.step - first_step))
+            if stop:  # this batch is not applied: the state points at it, the requeued job trains on it
+                return self._stopped(s, steps, first_step, stop)
+            if not finite:
+                s.scaler.update()  # lets the fp16 scale shrink; skipping is ours, not the scaler's
+                nonfinite += 1
+                s.skipped += 1
+                if nonfinite >= MAX_NONFINITE_IN_A_ROW:
+                    raise AzhpcError(f"loss was not finite for {nonfinite} steps in a row at step {s.step}: lower train.lr; "
+                                     f"the last good state {self.state_path} is untouched")
+                continue
+            nonfinite = 0
+            s.scaler.step(s.opt)
+            s.scaler.update()
+            s.sched.step()
+            s.step += 1
+            now = time.perf_counter()
+            if self.env.master:
+                self._record(s, out, steps, seconds=max(now - t_last, 1e-9), t_data=t_data)
+            self._step_s = max(now - t_last, 0.9 * self._step_s)
+            t_last = now
+            if s.step % self.cfg.train.checkpoint_every == 0 and s.step < steps:
+                self._save_state(s.model, s.opt, s.sched, s.step, s.skipped, s.consumed)
+                t_last = time.perf_counter()
+        return self._finish(s)
+
+    def _my_shards(self, steps: int) -> list[ShardRef]:
+        """This rank's share of the replay window (every world-th shard)."""
         tc = self.cfg.train
         window = replay_window(self.paths, self.generation, tc.window_generations, tc.window_positions)
         mine = window[self.env.rank :: self.env.world]
         if not mine:
             raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
+        self.log(f"{steps} steps of {tc.batch_size} over {len(window)} shards "
+                 f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}")
+        return mine
+
+    def _start(self, steps: int, mine: list[ShardRef]) -> _Session:
+        """The network, optimizer and schedule: from the last training state if there is one, else from the
+        generation's network (and its optimizer moments); then wrapped for DDP, channels_last and compile."""
+        tc = self.cfg.train
         if self.generation == 0:
             ensure_initial_checkpoint(self.paths.model(0), self.cfg.model, self.cfg.run.seed)
         model, payload = load_model(self.paths.model(self.generation), expect=self.cfg.model)
         model.to(self.device)
-        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.cfg.train.momentum,
-                              weight_decay=self.cfg.train.weight_decay, nesterov=True)
+        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=tc.momentum, weight_decay=tc.weight_decay, nesterov=True)
         warmup = max(1, steps // 20) if self.generation == 0 else 1
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-        step, nonfinite, skipped, consumed = 0, 0, 0, 0  # consumed: batches taken from the plan (data position)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
+        step = skipped = consumed = 0
         if self.state_path.exists():
             state = read_checkpoint(self.state_path)
             model.load_state_dict(state["state_dict"])
@@ -163,107 +250,81 @@ class Trainer:
         memory_format = torch.channels_last if tc.channels_last else torch.preserve_format
         model.to(memory_format=memory_format)
         ddp = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None) if self.env.world > 1 else model
-        forward = torch.compile(ddp) if tc.compile else ddp
-        plan = BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank))
         amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
                      "auto": torch.bfloat16 if self.device.type == "cuda" else None}[tc.amp]
-        scaler = torch.amp.GradScaler(self.device.type, enabled=amp_dtype is torch.float16)
-        tb = _tensorboard(self.paths.tensorboard(self.generation + 1)) if self.env.master else None
-        total_rows = sum(r.rows for r in mine)
-        bad_rows = 0
-        self.log(f"{steps} steps of {self.cfg.train.batch_size} over {len(window)} shards "
-                 f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}")
-        loader = iter(make_loader(plan, consumed, self.workers))
-        t_last = time.perf_counter()
-        first_step = step
-        while step < steps:
-            t0 = time.perf_counter()
-            batch = next(loader)
-            consumed += 1
-            t_data = time.perf_counter() - t0
-            for note in batch["bad"]:
-                print(f"azhpc train: rank {self.env.rank} skipping {note}", file=sys.stderr, flush=True)
-                bad_rows += next((r.rows for r in mine if r.path in note), 0)
-            if bad_rows > total_rows // 2:
-                raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
-            if "planes" not in batch:
-                continue
-            x = batch["planes"].to(self.device, non_blocking=True, memory_format=memory_format)
-            target_p = batch["policy"].to(self.device, non_blocking=True)
-            target_v = batch["wdl"].to(self.device, non_blocking=True)
-            model.train()
-            with torch.autocast(self.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
-                logits, value = forward(x)
-            policy_loss, value_loss, logp = alphazero_loss(logits, value, target_p, target_v)
-            loss = policy_loss + value_loss
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(opt)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e4)
-            finite = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
-            stop = self._stop_reason(step - first_step)
-            if self.env.world > 1:  # every rank must agree to skip or to stop, or DDP falls out of step
-                flags = torch.tensor([0.0 if finite else 1.0, 1.0 if stop else 0.0], device=self.device)
-                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-                finite, stop = bool(flags[0] == 0), stop or ("another rank stopped" if flags[1] > 0 else "")
-            if stop:  # this batch is not applied: the state points at it, the requeued job trains on it
-                self._save_state(model, opt, sched, step, skipped, consumed - 1)
-                if self.env.world > 1:
-                    dist.barrier()  # saved before any node's stage asks SLURM to requeue (which kills the job)
-                if tb is not None:
-                    tb.close()
-                # every rank says it: each node's stage reads its own ranks (rank 0 may be on any node)
-                print(f"Stopped: at step {step}/{steps} ({step - first_step} this attempt), {stop}; state saved in "
-                      f"{self.state_path} (rank {self.env.rank})", file=sys.stderr, flush=True)
-                return {"status": "stopped", "steps": step}
-            if not bool(finite):
-                scaler.update()  # lets the fp16 scale shrink; skipping is ours, not the scaler's
-                nonfinite += 1
-                skipped += 1
-                if nonfinite >= MAX_NONFINITE_IN_A_ROW:
-                    raise AzhpcError(f"loss was not finite for {nonfinite} steps in a row at step {step}: lower train.lr; "
-                                     f"the last good state {self.state_path} is untouched")
-                continue
-            nonfinite = 0
-            scaler.step(opt)
-            scaler.update()
-            sched.step()
-            step += 1
-            now = time.perf_counter()
-            if self.env.master:
-                with torch.no_grad():
-                    p = logp.exp()
-                    entropy = float(-(p * logp).sum(1).mean())
-                    agree = float((logits.argmax(1) == target_p.argmax(1)).float().mean())
-                row = {"step": step, "steps": steps, "world_size": self.env.world, "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                              "policy_entropy": entropy, "top1_agreement": agree, "grad_norm": float(grad_norm),
-                              "lr": sched.get_last_lr()[0], "samples_per_s": self.cfg.train.batch_size / max(now - t_last, 1e-9),
-                       "data_wait_share": t_data / max(now - t_last, 1e-9), "skipped_steps": skipped}
-                self._metric(row)
-                if tb is not None:
-                    for key, value in row.items():
-                        tb.add_scalar(f"train/{key}", value, step)
-            self._step_s = max(now - t_last, 0.9 * self._step_s)
-            t_last = now
-            if step % self.cfg.train.checkpoint_every == 0 and step < steps:
-                self._save_state(model, opt, sched, step, skipped, consumed)
-                t_last = time.perf_counter()
-        if tb is not None:
-            tb.close()
-        digest = sum(float(p.double().sum()) for p in model.parameters())
-        print(f"[train rank {self.env.rank}] finished {step} steps, weight sum {digest:.10e}", flush=True)
+        return _Session(model=model, forward=torch.compile(ddp) if tc.compile else ddp, opt=opt, sched=sched,
+                        scaler=torch.amp.GradScaler(self.device.type, enabled=amp_dtype is torch.float16),
+                        amp_dtype=amp_dtype, memory_format=memory_format,
+                        tb=_tensorboard(self.paths.tensorboard(self.generation + 1)) if self.env.master else None,
+                        step=step, skipped=skipped, consumed=consumed)
+
+    def _forward_backward(self, s: _Session, batch: dict) -> _StepOutput:
+        """Loss and gradients of one batch (not yet applied), gradients unscaled and clipped."""
+        x = batch["planes"].to(self.device, non_blocking=True, memory_format=s.memory_format)
+        target_p = batch["policy"].to(self.device, non_blocking=True)
+        target_v = batch["wdl"].to(self.device, non_blocking=True)
+        s.model.train()
+        with torch.autocast(self.device.type, dtype=s.amp_dtype or torch.bfloat16, enabled=s.amp_dtype is not None):
+            logits, value = s.forward(x)
+        policy_loss, value_loss, logp = alphazero_loss(logits, value, target_p, target_v)
+        loss = policy_loss + value_loss
+        s.opt.zero_grad(set_to_none=True)
+        s.scaler.scale(loss).backward()
+        s.scaler.unscale_(s.opt)
+        grad_norm = torch.nn.utils.clip_grad_norm_(s.model.parameters(), 1e4)
+        return _StepOutput(loss, policy_loss, value_loss, logp, logits, target_p, grad_norm)
+
+    def _agree(self, finite: bool, stop: str) -> tuple[bool, str]:
+        """Every rank must agree to skip a step or to stop, or DDP falls out of step."""
+        if self.env.world > 1:
+            flags = torch.tensor([0.0 if finite else 1.0, 1.0 if stop else 0.0], device=self.device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            finite, stop = bool(flags[0] == 0), stop or ("another rank stopped" if flags[1] > 0 else "")
+        return finite, stop
+
+    def _record(self, s: _Session, out: _StepOutput, steps: int, seconds: float, t_data: float) -> None:
+        """One metrics line (and TensorBoard scalars) for the step just applied (rank 0)."""
+        with torch.no_grad():
+            p = out.logp.exp()
+            entropy = float(-(p * out.logp).sum(1).mean())
+            agree = float((out.logits.argmax(1) == out.target_p.argmax(1)).float().mean())
+        row = {"step": s.step, "steps": steps, "world_size": self.env.world, "policy_loss": out.policy_loss.item(),
+               "value_loss": out.value_loss.item(), "policy_entropy": entropy, "top1_agreement": agree,
+               "grad_norm": float(out.grad_norm), "lr": s.sched.get_last_lr()[0],
+               "samples_per_s": self.cfg.train.batch_size / seconds, "data_wait_share": t_data / seconds,
+               "skipped_steps": s.skipped}
+        self._metric(row)
+        if s.tb is not None:
+            for key, value in row.items():
+                s.tb.add_scalar(f"train/{key}", value, s.step)
+
+    def _stopped(self, s: _Session, steps: int, first_step: int, reason: str) -> dict:
+        """Save the state at the batch not applied, then say so on every rank (each node's stage reads its own)."""
+        self._save_state(s.model, s.opt, s.sched, s.step, s.skipped, s.consumed - 1)
+        if self.env.world > 1:
+            dist.barrier()  # saved before any node's stage asks SLURM to requeue (which kills the job)
+        if s.tb is not None:
+            s.tb.close()
+        print(f"Stopped: at step {s.step}/{steps} ({s.step - first_step} this attempt), {reason}; state saved in "
+              f"{self.state_path} (rank {self.env.rank})", file=sys.stderr, flush=True)
+        return {"status": "stopped", "steps": s.step}
+
+    def _finish(self, s: _Session) -> dict:
+        """Rank 0 writes the next generation's network (with its optimizer moments and metrics)."""
+        if s.tb is not None:
+            s.tb.close()
+        digest = sum(float(p.double().sum()) for p in s.model.parameters())
+        print(f"[train rank {self.env.rank}] finished {s.step} steps, weight sum {digest:.10e}", flush=True)
         if self.env.master:
-            metrics = self._last_metrics()
-            save_checkpoint(self.out, model, self.generation + 1,
-                            extra={"optimizer": opt.state_dict(), "trained_from": self.generation, "steps": step,
-                                   "world_size": self.env.world,
-                                   "skipped_steps": skipped, "metrics": metrics})
+            save_checkpoint(self.out, s.model, self.generation + 1,
+                            extra={"optimizer": s.opt.state_dict(), "trained_from": self.generation, "steps": s.step,
+                                   "world_size": self.env.world, "skipped_steps": s.skipped, "metrics": self._last_metrics()})
             self.log(f"wrote {self.out}")
         if self.env.world > 1:
             # Ranks leave together: a rank that tore gloo down while rank 0 was still writing the checkpoint
             # aborted ("terminate called without an active exception") and failed the job after its work was done.
             dist.barrier()
-        return {"status": "trained", "steps": step}
+        return {"status": "trained", "steps": s.step}
 
     def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
         if not self.env.master:
