@@ -62,6 +62,13 @@ class MCTSConfig:
     dirichlet_alpha: float = 0.3  # root noise concentration (AlphaZero chess: 0.3)
     dirichlet_epsilon: float = 0.25  # root noise weight; 0 disables noise
     tree_reuse: bool = True  # keep the chosen child's subtree for the next move
+    algorithm: str = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
+                             # target at the root (search/gumbel.py); learns with few simulations
+    gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)
+    gumbel_c_visit: float = 50.0  # gumbel: sigma(q) = (c_visit + max visits) * c_scale * q, q rescaled to [0, 1]
+    gumbel_c_scale: float = 1.0
+    gumbel_interior: str = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
+                                   # lags its improved policy most)
 
     def __post_init__(self) -> None:
         _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
@@ -71,6 +78,11 @@ class MCTSConfig:
         _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
         _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
         _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
+        _check(self.algorithm in ("puct", "gumbel"), "mcts.algorithm", "must be puct or gumbel")
+        _check(2 <= self.gumbel_considered <= 256, "mcts.gumbel_considered", "must be in 2..256")
+        _check(self.gumbel_c_visit >= 0 and self.gumbel_c_scale > 0, "mcts.gumbel_c_visit",
+               "gumbel_c_visit must be >= 0 and gumbel_c_scale > 0")
+        _check(self.gumbel_interior in ("puct", "deterministic"), "mcts.gumbel_interior", "must be puct or deterministic")
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,8 @@ class TrainConfig:
     loader_workers: int = 2  # DataLoader worker processes per rank
     min_selfplay_fraction: float = 0.75  # training starts only if this share of the generation's games is in
                                          # complete shards (the rest: failed tasks, see docs/pipeline.md)
+    value_target_q_ratio: float = 0.0  # value target = (1 - r) * game result + r * the search's root value
+                                       # (lc0's q_ratio), as a win/draw/loss distribution; 0: the result alone
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
@@ -160,6 +174,7 @@ class TrainConfig:
         _check(self.amp in ("auto", "bf16", "fp16", "off"), "train.amp", "must be auto, bf16, fp16 or off")
         _check(self.loader_workers >= 0, "train.loader_workers", "must be >= 0")
         _check(0.0 < self.min_selfplay_fraction <= 1.0, "train.min_selfplay_fraction", "must be in (0, 1]")
+        _check(0.0 <= self.value_target_q_ratio <= 1.0, "train.value_target_q_ratio", "must be in [0, 1]")
 
 
 @dataclass(frozen=True)

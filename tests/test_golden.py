@@ -3,8 +3,8 @@ package was split into folders (recorded on commit 4401a0c, the last commit of t
 
 The evaluator is ``MaterialEvaluator`` (numpy, deterministic on every machine), so the figures test the search,
 the self-play engine, the encoding and the shard writer, not torch's float arithmetic. A shard is digested by
-its datasets (name, dtype, shape, bytes) and attributes, all but ``created`` (a timestamp); sidecars and PGN
-samples byte for byte.
+its datasets (name, dtype, shape, bytes) and attributes, all but ``created`` (a timestamp) and ``config_sha256``
+(a new config key with a default changes it, not the games); sidecars and PGN samples byte for byte.
 
 A change that is meant to alter games or the shard format (a new search rule, a new dataset) changes these
 digests: check that it was meant, then record the new ones (print ``digest_run`` of the run below) and say so
@@ -34,10 +34,10 @@ SELFPLAY = ["selfplay.games_per_generation=8", "selfplay.games_per_shard=4", "se
             "selfplay.resign_playthrough=0.3"]  # on configs/tiny.yaml: playout caps, noise, resignation, adjudication
 
 GOLDEN_SHARDS = {
-    "selfplay/gen-0000/task-0000/shard-00000.h5": "ef618a25484de950",
+    "selfplay/gen-0000/task-0000/shard-00000.h5": "c3f1541d4055cd8d",
     "selfplay/gen-0000/task-0000/shard-00000.json": "d2986585d7a94066",
     "selfplay/gen-0000/task-0000/shard-00000.pgn": "b87e4ff879e91eb5",
-    "selfplay/gen-0000/task-0000/shard-00001.h5": "53761ed5e83cb605",
+    "selfplay/gen-0000/task-0000/shard-00001.h5": "337ac5a230d2eb61",
     "selfplay/gen-0000/task-0000/shard-00001.json": "c9202ddde70bddee",
     "selfplay/gen-0000/task-0000/shard-00001.pgn": "726beb978c5321b7",
 }
@@ -64,7 +64,7 @@ def digest_run(run: Path) -> dict[str, str]:
                     h.update(f"{name}|{d.dtype.str}|{d.shape}|".encode())
                     h.update(d.tobytes())
                 for k in sorted(h5.attrs):
-                    if k != "created":
+                    if k not in ("created", "config_sha256"):
                         h.update(f"{k}={h5.attrs[k]!r}".encode())
         else:
             h.update(f.read_bytes())

@@ -163,7 +163,7 @@ class UciEngine:
         stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
         try:
             search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
-            result = search.search([board], sims, stop=stop)[0]
+            result = search.search([board], sims, stop=stop, budget=min(sims, self.simulations))[0]
         except Exception as exc:  # never leave a GUI waiting for bestmove
             self.send(f"info string error: search failed ({type(exc).__name__}: {exc})")
             self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")

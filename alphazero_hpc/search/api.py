@@ -20,6 +20,7 @@ evaluates them all.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -31,6 +32,7 @@ from ..config import MCTSConfig
 from ..game.rules import Rules
 from .evaluator import Evaluator
 from .forest import Forest
+from .gumbel import GumbelRoot, improved_policy, log_priors, sigma
 from .puct import BatchedSearch, PendingStep, SearchStats
 
 Tree = int  # a handle from TreeSearch.open
@@ -46,6 +48,8 @@ class SearchResult:
     value:   mean value of the root for the side to move, in [-1, 1].
     root_visits: visits of the root (1 + the simulations that went through it).
     pv:      the principal variation from the root (most visited moves), when asked for.
+    improved: [A] float32 Gumbel search's improved policy, softmax(logits + sigma(completed q)); None for PUCT.
+    chosen:  Gumbel search's move (the survivor of sequential halving); None for PUCT.
     """
 
     moves: tuple[chess.Move, ...]
@@ -54,15 +58,21 @@ class SearchResult:
     value: float
     root_visits: int
     pv: tuple[chess.Move, ...] = field(default=())
+    improved: np.ndarray | None = None
+    chosen: int | None = None
 
     @property
     def policy_target(self) -> np.ndarray:
-        """[A] float32: the visit distribution, AlphaZero's policy training target."""
+        """[A] float32 policy training target: Gumbel's improved policy, else the visit distribution (AlphaZero)."""
+        if self.improved is not None:
+            return self.improved
         return (self.visits / max(float(self.visits.sum()), 1.0)).astype(np.float32)
 
     @property
     def best(self) -> int:
-        """Index of the most visited move, ties to the higher prior."""
+        """Index of the move to play: Gumbel's survivor, else the most visited move, ties to the higher prior."""
+        if self.chosen is not None:
+            return self.chosen
         return int(np.lexsort((-self.priors, -self.visits))[0])
 
     @property
@@ -80,6 +90,7 @@ class TreeSearch:
         self.forest = Forest(rules, history)
         self._search = BatchedSearch(self.forest, evaluator, cfg, history)
         self._roots: dict[Tree, int] = {}  # tree -> its root node
+        self._gumbel: dict[Tree, GumbelRoot] = {}  # trees searching a move with Gumbel (start_gumbel)
         self._next_tree = 0
         self._pending: list[PendingStep] = []  # prepared steps not yet finished (their node ids follow a compaction)
         self._compact_at = compact_at
@@ -104,10 +115,12 @@ class TreeSearch:
     def release(self, tree: Tree) -> None:
         """Forget a tree; its nodes go at the next compaction."""
         del self._roots[tree]
+        self._gumbel.pop(tree, None)
 
     def advance(self, tree: Tree, k: int) -> None:
         """Make the root's ``k``-th move: the child's subtree becomes the tree (with ``tree_reuse``), else a
         new root for the position after the move."""
+        self._gumbel.pop(tree, None)
         f, root = self.forest, self._roots[tree]
         child = f.child_of(root, k)
         if self.cfg.tree_reuse and child >= 0:
@@ -129,6 +142,17 @@ class TreeSearch:
         """Mix ``noise`` [A] into the expanded root's priors: (1 - epsilon) * prior + epsilon * noise."""
         self.forest.add_noise(self._roots[tree], noise, epsilon)
 
+    def start_gumbel(self, tree: Tree, noise: np.ndarray, simulations: int) -> None:
+        """Search the (expanded) root's next move with Gumbel: ``noise`` [A] is added to the prior logits (zeros:
+        none, as in evaluation) and ``simulations`` is the budget sequential halving divides."""
+        root = self._roots[tree]
+        _, visits, moves = self.forest.children(root)
+        self._gumbel[tree] = GumbelRoot(np.asarray(noise, np.float64), simulations,
+                                        min(self.cfg.gumbel_considered, len(moves)), visits.copy())
+
+    def gumbel_started(self, tree: Tree) -> bool:
+        return tree in self._gumbel
+
     def terminal_value(self, tree: Tree) -> float | None:
         """The value for the side to move if the rules end the game at the root, else None."""
         return self.forest.terminal_value(self._roots[tree])
@@ -146,6 +170,11 @@ class TreeSearch:
         f, root = self.forest, self._roots[tree]
         priors, visits, moves = f.children(root)
         result = SearchResult(tuple(moves), priors, visits, f.q(root), int(f.node_n()[root]))
+        state = self._gumbel.get(tree)
+        if state is not None:
+            logits, sig = self._gumbel_terms(root, priors, visits)
+            result = dataclasses.replace(result, improved=improved_policy(logits, sig),
+                                         chosen=state.survivor(logits, sig, visits))
         if pv_length:
             pv = [moves[result.best]]
             node = f.child_of(root, result.best)
@@ -156,14 +185,34 @@ class TreeSearch:
                 j = int(np.lexsort((-p, -v))[0])
                 pv.append(m[j])
                 node = f.child_of(node, j)
-            result = SearchResult(result.moves, priors, visits, result.value, result.root_visits, tuple(pv))
+            result = dataclasses.replace(result, pv=tuple(pv))
         return result
+
+    def _gumbel_terms(self, root: int, priors: np.ndarray, visits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(prior logits [A], sigma of the completed Q-values [A]) of a root."""
+        f = self.forest
+        return log_priors(priors), sigma(f.child_q(root), visits, priors, f.raw_value(root), self.cfg.gumbel_c_visit,
+                                         self.cfg.gumbel_c_scale)
+
+    def _root_choice(self, trees: Sequence[Tree]) -> np.ndarray | None:
+        """[len(trees)] the move each Gumbel root visits next (sequential halving), -1 for the others."""
+        if not self._gumbel:
+            return None
+        choice = np.full(len(trees), -1, dtype=np.int64)
+        f = self.forest
+        for i, tree in enumerate(trees):
+            state = self._gumbel.get(tree)
+            if state is not None:
+                priors, visits, _ = f.children(self._roots[tree])
+                logits, sig = self._gumbel_terms(self._roots[tree], priors, visits)
+                choice[i] = state.next_move(logits, sig, visits)
+        return choice
 
     # -- simulations -------------------------------------------------------------------------------------
     def prepare(self, trees: Sequence[Tree], root_fpu: np.ndarray | None = None) -> PendingStep:
         """Select a leaf in each tree and encode the leaves that need the network (``pending.planes``, or None).
         ``root_fpu`` [len(trees)]: first-play-urgency reduction at each root (default mcts.fpu_reduction_root)."""
-        pending = self._search.prepare([self._roots[t] for t in trees], root_fpu)
+        pending = self._search.prepare([self._roots[t] for t in trees], root_fpu, self._root_choice(trees))
         self._pending.append(pending)
         return pending
 
@@ -187,13 +236,18 @@ class TreeSearch:
             self.finish(pending, logits, values)
 
     def search(self, boards: Sequence[chess.Board], simulations: int, stop: Callable[[int], bool] | None = None,
-               pv_length: int = 10) -> list[SearchResult]:
+               pv_length: int = 10, budget: int | None = None) -> list[SearchResult]:
         """Search every board at once, ``simulations`` each (``stop(done)``, checked between simulations, ends it
-        early), and return their results. The trees are released."""
+        early), and return their results. The trees are released. ``budget``: the simulations Gumbel's sequential
+        halving plans for (default ``simulations``; a search stopped by the clock plans for this many)."""
         trees = [self.open(b) for b in boards]
         done = 0
         while True:
             self.step(trees)  # the first step expands the roots; each later one is one simulation per root
+            if done == 0 and self.cfg.algorithm == "gumbel":
+                for t in trees:  # no noise: evaluation and UCI play the best move they find
+                    if self.num_moves(t):
+                        self.start_gumbel(t, np.zeros(self.num_moves(t) or 0), budget or simulations)
             if done >= simulations or (stop is not None and stop(done)):
                 break
             done += 1

@@ -60,6 +60,7 @@ class Forest:
         self._estart = _Grow(np.int64)
         self._ecount = _Grow(np.int32, -1)
         self._term = _Grow(np.float32, np.nan)
+        self._v = _Grow(np.float32)  # the network's value of the node (side to move), once evaluated
         self._prior = _Grow(np.float32)
         self._child = _Grow(np.int64, -1)
         self.board: list[chess.Board] = []
@@ -103,6 +104,19 @@ class Forest:
         v = self._term.a[node]
         return None if math.isnan(v) else float(v)
 
+    def raw_value(self, node: int) -> float:
+        """The network's value of an evaluated node for its side to move (its terminal value if it ends the game)."""
+        term = self._term.a[node]
+        return float(self._v.a[node] if math.isnan(term) else term)
+
+    def child_q(self, node: int) -> np.ndarray:
+        """[A] mean value of each child for the side to move at ``node`` (0 where unvisited)."""
+        s, c = int(self._estart.a[node]), int(self._ecount.a[node])
+        ch = self._child.a[s : s + c]
+        safe = np.maximum(ch, 0)
+        n = self._n.a[safe]
+        return np.where((ch >= 0) & (n > 0), -self._w.a[safe] / np.maximum(n, 1.0), 0.0).astype(np.float32)
+
     def q(self, node: int) -> float:
         n = self._n.a[node]
         return float(self._w.a[node] / n) if n > 0 else 0.0
@@ -135,6 +149,7 @@ class Forest:
         self._estart.reserve(k, 0)
         self._ecount.reserve(k, -1)
         self._term.reserve(k, np.nan)
+        self._v.reserve(k, 0)
         terms = []
         chains, legal_out = self.chain, self.legal
         end_value = rules.end_value
@@ -152,8 +167,9 @@ class Forest:
         self._term.a[first : first + k] = terms
         return list(range(first, first + k))
 
-    def expand(self, nodes: Sequence[int], logits: np.ndarray) -> None:
-        """Give ``nodes`` their edges with priors = softmax of ``logits`` [len(nodes), 4672] over legal moves."""
+    def expand(self, nodes: Sequence[int], logits: np.ndarray, values: np.ndarray | None = None) -> None:
+        """Give ``nodes`` their edges with priors = softmax of ``logits`` [len(nodes), 4672] over legal moves, and
+        remember the network's ``values`` [len(nodes)] of them (Gumbel's completed Q-values need it)."""
         counts = np.empty(len(nodes), dtype=np.int64)
         flat_idx: list[int] = []
         for i, node in enumerate(nodes):
@@ -176,6 +192,8 @@ class Forest:
         nodes_a = np.asarray(nodes, dtype=np.int64)
         self._estart.a[nodes_a] = start + seg
         self._ecount.a[nodes_a] = counts
+        if values is not None:
+            self._v.a[nodes_a] = values
 
     def add_noise(self, node: int, noise: np.ndarray, epsilon: float) -> None:
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
@@ -211,6 +229,7 @@ class Forest:
         gather(self._n, keep, 0)
         gather(self._w, keep, 0)
         gather(self._term, keep, np.nan)
+        gather(self._v, keep, 0)
         gather(self._ecount, keep, -1)
         self._estart.n = 0
         self._estart.reserve(len(keep), 0)

@@ -64,10 +64,13 @@ class BatchedSearch:
         self.cfg = cfg
         self.history = history
         self.stats = SearchStats()
+        self.deterministic = cfg.algorithm == "gumbel" and cfg.gumbel_interior == "deterministic"
 
     # Selection ---------------------------------------------------------------------------------------------
-    def _select(self, roots: np.ndarray, root_fpu: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Walk every root down to a leaf.
+    def _select(self, roots: np.ndarray, root_fpu: np.ndarray, root_choice: np.ndarray | None = None
+                ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Walk every root down to a leaf. ``root_choice`` [len(roots)]: the move index a root must take (Gumbel's
+        sequential halving), -1 where PUCT chooses.
 
         Returns ``path``: per depth d, (games, nodes) of the expanded nodes the walk went through;
         ``leaf``: the leaf node per game (-1 where a new node must be made from ``leaf_edge`` of
@@ -110,11 +113,19 @@ class BatchedSearch:
             parent_n = n_a[cur]
             parent_q = w_a[cur] / np.maximum(parent_n, 1.0)
             fpu = parent_q - fpu_red * np.sqrt((p * visited).sum(axis=1))
-            q = np.where(visited, -w_a[ch] / np.maximum(chn, 1.0), fpu[:, None])
-            c_puct = cfg.c_init + np.log((1.0 + parent_n + cfg.c_base) / cfg.c_base)
-            score = q + (c_puct * np.sqrt(parent_n))[:, None] * p / (1.0 + chn)
+            if d > 0 and self.deterministic:
+                score = deterministic_scores(p, valid, visited, chn, np.where(visited, -w_a[ch] / np.maximum(chn, 1.0), 0.0),
+                                             f._v.a[cur], cfg.gumbel_c_visit, cfg.gumbel_c_scale)
+            else:
+                q = np.where(visited, -w_a[ch] / np.maximum(chn, 1.0), fpu[:, None])
+                c_puct = cfg.c_init + np.log((1.0 + parent_n + cfg.c_base) / cfg.c_base)
+                score = q + (c_puct * np.sqrt(parent_n))[:, None] * p / (1.0 + chn)
             score[~valid] = -np.inf
-            e = st + score.argmax(axis=1)
+            k = score.argmax(axis=1)
+            if d == 0 and root_choice is not None:
+                chosen = root_choice[games]
+                k = np.where(chosen >= 0, chosen, k)
+            e = st + k
             nxt = child[e]
             new = nxt < 0
             if new.any():
@@ -145,7 +156,8 @@ class BatchedSearch:
         logits, values = self.evaluator.evaluate(planes)
         return logits, values, time.perf_counter() - t0
 
-    def prepare(self, roots: Sequence[int], root_fpu: np.ndarray | None = None) -> PendingStep:
+    def prepare(self, roots: Sequence[int], root_fpu: np.ndarray | None = None,
+                root_choice: np.ndarray | None = None) -> PendingStep:
         """Select a leaf for each root and encode the leaves that need the network.
 
         The caller evaluates ``planes`` (possibly on another thread, while it prepares other trees) and
@@ -156,7 +168,7 @@ class BatchedSearch:
         if root_fpu is None:
             root_fpu = np.full(len(roots_a), self.cfg.fpu_reduction_root, np.float32)
         t0 = time.perf_counter()
-        path, leaf, leaf_edge, leaf_parent, depth = self._select(roots_a, root_fpu)
+        path, leaf, leaf_edge, leaf_parent, depth = self._select(roots_a, root_fpu, root_choice)
         t1 = time.perf_counter()
         # Make the new leaves: the python-chess work, one node at a time.
         make = np.flatnonzero(leaf_edge >= 0)
@@ -190,7 +202,7 @@ class BatchedSearch:
         if p.planes is not None:
             assert logits is not None and values is not None
             p.values[p.need] = values
-            self.forest.expand(p.leaf[p.need].tolist(), logits)
+            self.forest.expand(p.leaf[p.need].tolist(), logits, values)
             self.stats.evaluations += len(p.need)
             self.stats.batches += 1
         self._backup(p.path, p.leaf, p.depth, p.values)
@@ -209,3 +221,26 @@ class BatchedSearch:
         all_nodes = np.concatenate(nodes)
         f._n.a[all_nodes] += 1.0
         f._w.a[all_nodes] += np.concatenate(vals)
+
+
+def deterministic_scores(p: np.ndarray, valid: np.ndarray, visited: np.ndarray, chn: np.ndarray, q: np.ndarray,
+                         v: np.ndarray, c_visit: float, c_scale: float) -> np.ndarray:
+    """mctx's interior rule for Gumbel search, for a [nodes, children] block: the improved policy
+    softmax(log prior + sigma(completed q)) minus each child's share of the visits; the child whose visits lag
+    its improved probability most has the highest score. ``q`` is each visited child's value for the parent,
+    ``v`` [nodes] the network's value of each node (see ``search.gumbel`` for sigma and the completion)."""
+    tiny = np.finfo(np.float32).tiny
+    total = chn.sum(axis=1)
+    pv = np.maximum(p, tiny) * visited
+    weighted_q = (pv * q).sum(axis=1) / np.maximum(pv.sum(axis=1), tiny)
+    mixed = np.where(visited.any(axis=1), (v + total * weighted_q) / (total + 1.0), v)
+    completed = np.where(visited, q, mixed[:, None])
+    lo = np.where(valid, completed, np.inf).min(axis=1)
+    hi = np.where(valid, completed, -np.inf).max(axis=1)
+    rescaled = (completed - lo[:, None]) / np.maximum(hi - lo, 1e-8)[:, None]
+    z = np.log(np.maximum(p, 1e-30)) + (c_visit + chn.max(axis=1))[:, None] * c_scale * rescaled
+    z = np.where(valid, z, -np.inf)
+    z -= z.max(axis=1, keepdims=True)
+    probs = np.exp(z)
+    probs /= probs.sum(axis=1, keepdims=True)
+    return probs - chn / (1.0 + total)[:, None]

@@ -71,7 +71,8 @@ class _Game:
     playthrough: bool
     target: int = 0
     full: bool = True
-    needs_noise: bool = False
+    needs_noise: bool = False  # root noise (Dirichlet, or Gumbel's start) waits for the root's expansion
+    simulations: int = 0  # this move's budget
     below: list[int] = field(default_factory=lambda: [0, 0])  # consecutive low root values, [black, white]
     would_resign: list[bool] = field(default_factory=lambda: [False, False])
     chains: list[tuple] = field(default_factory=list)
@@ -105,6 +106,7 @@ class SelfPlayEngine:
         sp = cfg.selfplay
         self.rules = Rules(sp.repetitions_for_draw, sp.no_progress_plies, sp.max_plies)
         self.search = TreeSearch(evaluator, cfg.mcts, self.rules, cfg.model.history)
+        self.gumbel = cfg.mcts.algorithm == "gumbel"
         self.pipeline = cfg.selfplay.pipeline
         self._width = group_widths(cfg.selfplay.games_in_flight, self.pipeline)
         self.groups: tuple[list[_Game], list[_Game]] = ([], [])
@@ -126,17 +128,26 @@ class SelfPlayEngine:
     def _begin_move(self, game: _Game) -> None:
         m = self.cfg.mcts
         game.full = bool(game.rng.random() < m.full_search_prob)
-        sims = m.simulations if game.full else m.fast_simulations
-        game.target = max(self.search.root_visits(game.tree), 1) + sims
-        game.needs_noise = game.full and m.dirichlet_epsilon > 0
+        game.simulations = m.simulations if game.full else m.fast_simulations
+        game.target = max(self.search.root_visits(game.tree), 1) + game.simulations
+        game.needs_noise = self.gumbel or (game.full and m.dirichlet_epsilon > 0)
         self._maybe_noise(game)
 
     def _maybe_noise(self, game: _Game) -> None:
+        """Once the root is expanded: Dirichlet noise on its priors (PUCT), or Gumbel noise and the start of the
+        move's sequential halving (Gumbel; the noise is scaled by the move's temperature, so temperature 0
+        plays the best move the search finds and temperature 1 samples as the prior would)."""
         moves = self.search.num_moves(game.tree) if game.needs_noise else None
-        if moves is not None:
-            noise = game.rng.dirichlet(np.full(moves, self.cfg.mcts.dirichlet_alpha))
-            self.search.add_noise(game.tree, noise.astype(np.float32), self.cfg.mcts.dirichlet_epsilon)
-            game.needs_noise = False
+        if moves is None:
+            return
+        m, sp = self.cfg.mcts, self.cfg.selfplay
+        if self.gumbel:
+            temp = sp.temperature if game.board.ply() < sp.temperature_plies else sp.final_temperature
+            self.search.start_gumbel(game.tree, game.rng.gumbel(size=moves) * temp, game.simulations)
+        else:
+            noise = game.rng.dirichlet(np.full(moves, m.dirichlet_alpha))
+            self.search.add_noise(game.tree, noise.astype(np.float32), m.dirichlet_epsilon)
+        game.needs_noise = False
 
     @property
     def active(self) -> list[_Game]:
@@ -260,11 +271,14 @@ class SelfPlayEngine:
         ply = g.board.ply()
         q = result.value
         if g.full:
-            nz = np.flatnonzero(visits)
-            idx = move_indices([moves[i] for i in nz], turn)
+            if result.improved is not None:  # Gumbel: the improved policy over every legal move
+                g.pol_idx.append(move_indices(list(moves), turn))
+                g.pol_prob.append(result.improved)
+            else:  # PUCT: the visit distribution
+                nz = np.flatnonzero(visits)
+                g.pol_idx.append(move_indices([moves[i] for i in nz], turn))
+                g.pol_prob.append((visits[nz] / visits[nz].sum()).astype(np.float32))
             g.chains.append(self.search.position(g.tree))
-            g.pol_idx.append(idx)
-            g.pol_prob.append((visits[nz] / visits[nz].sum()).astype(np.float32))
             g.root_values.append(q)
             g.plies_rec.append(ply)
             g.turns_rec.append(turn)
@@ -279,7 +293,9 @@ class SelfPlayEngine:
         else:
             g.below[turn] = 0
         temp = sp.temperature if ply < sp.temperature_plies else sp.final_temperature
-        if temp <= 0:
+        if result.chosen is not None:  # Gumbel: the survivor (its noise already carried the temperature)
+            k = result.chosen
+        elif temp <= 0:
             k = int(np.argmax(visits))
         else:
             p = visits.astype(np.float64) ** (1.0 / temp)

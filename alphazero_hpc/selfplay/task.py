@@ -103,6 +103,8 @@ def run_selfplay_task(
             "generation": generation, "task": task, "attempt": progress.attempt, "model_sha256": model_digest,
             "config_sha256": cfg.digest(), "history": cfg.model.history, "games_per_shard": plan.games_per_shard,
         }
+        if cfg.mcts.algorithm == "gumbel":  # absent: visit counts (every shard before Gumbel search)
+            attrs["policy_target"] = "gumbel_improved"
         if k:
             from .pool import SearchPool
 

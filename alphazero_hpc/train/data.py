@@ -100,8 +100,10 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Network inputs and targets of ``rows`` of ``data``."""
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0) -> dict[str, np.ndarray]:
+    """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
+    (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
+    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
     from ..game.encoding import PositionBatch
 
     pos = data.positions
@@ -113,17 +115,28 @@ def decode(data: ShardData, rows: np.ndarray) -> dict[str, np.ndarray]:
     return {
         "planes": encode_batch(batch),
         "policy": policy,
-        "wdl": (1 - data.value_target[rows].astype(np.int64)),  # +1 win -> 0, 0 draw -> 1, -1 loss -> 2
+        "wdl": wdl_target(data.value_target[rows], data.root_value[rows], q_ratio),
     }
+
+
+def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float) -> np.ndarray:
+    """[B] class indices (``q_ratio`` 0: +1 win -> 0, 0 draw -> 1, -1 loss -> 2) or [B, 3] float32 distributions."""
+    classes = 1 - value_target.astype(np.int64)
+    if q_ratio <= 0:
+        return classes
+    q = np.clip(root_value.astype(np.float32), -1.0, 1.0)
+    search = np.stack([np.maximum(q, 0.0), 1.0 - np.abs(q), np.maximum(-q, 0.0)], axis=1)
+    return ((1.0 - q_ratio) * np.eye(3, dtype=np.float32)[classes] + q_ratio * search).astype(np.float32)
 
 
 class WindowDataset(IterableDataset):
     """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
 
-    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16) -> None:
+    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0) -> None:
         self.plan = plan
         self.start = start
         self.cache = cache
+        self.q_ratio = q_ratio
 
     def __iter__(self) -> Iterator[dict]:
         info = get_worker_info()
@@ -147,7 +160,7 @@ class WindowDataset(IterableDataset):
                         bad.append(str(exc))
                 data = loaded[sid]
                 if data is not None:
-                    parts.append(decode(data, rows[sids == sid]))
+                    parts.append(decode(data, rows[sids == sid], self.q_ratio))
             out = {"number": number, "bad": bad, "rows": len(rows)}
             bad = []
             if parts:
@@ -155,8 +168,8 @@ class WindowDataset(IterableDataset):
             yield out
 
 
-def make_loader(plan: BatchPlan, start: int, workers: int) -> DataLoader:
-    return DataLoader(WindowDataset(plan, start), batch_size=None, num_workers=workers,
+def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0) -> DataLoader:
+    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
 
