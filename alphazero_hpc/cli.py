@@ -328,9 +328,15 @@ def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str
 @click.option("--adjudicate-material", type=click.IntRange(min=0), default=0, show_default=True,
               help="Plot the ladder of the matches scored with this material adjudication (0: chess rules only).")
 def plot(run_dir: Path, adjudicate_material: int) -> None:
-    """PNG figures in RUN/plots: Elo per generation and per compute hour, losses, game statistics (needs matplotlib)."""
-    from .report.plot import plot_run
+    """PNG figures in RUN/plots: Elo per generation and per compute hour, losses, game statistics (needs matplotlib).
 
+    RUN may also be the folder of ``azhpc bench learning``: then one figure of Elo per CPU-hour for every arm."""
+    from .report.plot import plot_benchmark, plot_run
+    from .store.paths import BenchmarkPaths
+
+    if BenchmarkPaths(run_dir).summary.exists():
+        click.echo(f"wrote {plot_benchmark(run_dir)}")
+        return
     for path in plot_run(run_dir, adjudicate_material):
         click.echo(f"wrote {path}")
 
@@ -438,6 +444,34 @@ def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int,
     click.echo(f"trainer alone          {r['trainer_samples_per_s']:10.0f} samples/s")
     click.echo(f"loader alone           {r['loader_samples_per_s']:10.0f} samples/s  ({r['loader_over_trainer']:.1f}x the trainer)")
     click.echo(f"real run               {r['real_run_samples_per_s']:10.0f} samples/s, waiting for data {r['real_run_data_wait_share']:.1%} of step time")
+
+
+@bench.command("learning")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/learn.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/learning"), show_default=True,
+              help="Benchmark folder: one run folder per arm, benchmark.json, ladder.json (started again, it continues).")
+@click.option("--budget-cpu-hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
+              help="CPU time of self-play and training per arm (every process the arm starts).")
+@click.option("--arms", default="puct,gumbel8,gumbel8-q,gumbel16,gumbel16-q", show_default=True,
+              help="Comma list of: puct, gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5).")
+@click.option("--games", type=click.IntRange(min=2), default=40, show_default=True,
+              help="Games of each arm's last network against random, greedy and Stockfish.")
+@click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Games of each earlier network against random.")
+@click.option("--stockfish-nodes", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Stockfish's node limit (skill 0) as an anchor.")
+@click.option("--device", default="cpu", show_default=True, help="Device of the evaluations.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP + " Applies to every arm.")
+def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float, arms: str, games: int,
+                       ladder_games: int, stockfish_nodes: int, device: str, overrides: tuple[str, ...]) -> None:
+    """Arms of search (PUCT; Gumbel at 8 and 16 simulations, with and without q-mixing) side by side on one CPU
+    budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only)."""
+    from .tools.learning import render, run_benchmark
+
+    result, ladder = run_benchmark(out_dir, config_path, [a.strip() for a in arms.split(",") if a.strip()],
+                                   budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo)
+    click.echo(render(result, ladder))
+    click.echo(f"ladder in {out_dir / 'ladder.json'}; azhpc plot {out_dir} draws Elo per CPU-hour")
 
 
 def run() -> None:  # pragma: no cover

@@ -8,6 +8,9 @@ from pathlib import Path
 import chess
 import pytest
 
+from alphazero_hpc.errors import AzhpcError
+from alphazero_hpc.evaluate.players import find_stockfish
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -77,3 +80,14 @@ def slurm_cluster():
         pytest.skip(msg)
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %G"], capture_output=True, text=True).stdout
     return nodes
+
+
+@pytest.fixture
+def stockfish():
+    """The Stockfish binary: a test that needs it fails in CI (tests/run.sh installs it) and skips elsewhere."""
+    try:
+        return find_stockfish()
+    except AzhpcError as exc:
+        if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

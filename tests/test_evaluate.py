@@ -4,7 +4,6 @@ strength, the ladder, the ledger, and azhpc evaluate / azhpc elo end to end on t
 import io
 import json
 import math
-import os
 
 import chess
 import chess.pgn
@@ -17,12 +16,12 @@ from alphazero_hpc.game.rules import chess_ending
 from alphazero_hpc.evaluate.elo import MatchScore, elo_from_score, expected_score, fit_ratings
 from alphazero_hpc.evaluate.ledger import append_entry, read_ledger
 from alphazero_hpc.evaluate.match import book_openings, openings_from_spec, play_match
-from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer, find_stockfish
+from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer
 from alphazero_hpc.net.model import build_model
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.runconfig import resolve_run_config
 
-from .conftest import IN_CI, TINY, run_cli
+from .conftest import TINY, run_cli
 
 
 # -- Elo maths -------------------------------------------------------------------------------------------
@@ -218,16 +217,6 @@ def test_evaluate_errors_are_one_line(eval_run, tmp_path):
 
 
 # -- Stockfish -------------------------------------------------------------------------------------------
-@pytest.fixture
-def stockfish():
-    try:
-        return find_stockfish()
-    except AzhpcError as exc:
-        if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-
-
 def test_stockfish_opponent(eval_run, stockfish):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",
                 "--games", "2", "--simulations", "4", "--max-plies", "60")

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..store import atomic
 from ..errors import AzhpcError
-from ..store.paths import RunPaths
+from ..store.paths import BenchmarkPaths, RunPaths
 from ..store.progress import read_task_progress, read_train_progress
 
 
@@ -144,3 +144,36 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
     if not written:
         raise AzhpcError(f"nothing to plot in {paths.root} yet: no finished self-play, training or evaluation")
     return written
+
+
+def plot_benchmark(out_dir: Path) -> Path:
+    """Elo per CPU-hour of every arm of ``azhpc bench learning`` in one figure (OUT/plots/elo-per-cpu-hour.png)."""
+    plt = _pyplot()
+    out = BenchmarkPaths(out_dir)
+    try:
+        arms = json.loads(out.summary.read_text())["arms"]
+        ratings = {r["name"]: r for r in json.loads(out.ladder.read_text())["ratings"]}
+    except (OSError, ValueError, KeyError) as exc:
+        raise AzhpcError(f"{out.root} has no finished learning benchmark ({exc}): run azhpc bench learning --out {out.root}") from exc
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    for i, (name, arm) in enumerate(arms.items()):
+        points = []
+        for g, cpu in enumerate(arm["cpu_s"], start=1):
+            r = ratings.get(f"{name}/gen:{g}")
+            if r and r["elo"] is not None:
+                points.append((cpu / 3600, r["elo"], r["elo"] - r["low"], r["high"] - r["elo"]))
+        if not points:
+            continue
+        xs, ys, lo, hi = zip(*points)
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", capsize=3, color=f"C{i}", label=name)
+    for j, (name, r) in enumerate(sorted((n, r) for n, r in ratings.items() if "/" not in n and n != "random")):
+        if r["elo"] is not None:
+            ax.axhline(r["elo"], color="grey", linestyle=("--", ":", "-.")[j % 3], linewidth=1, label=f"{name} ({r['elo']:+.0f})")
+    ax.set_xlabel("CPU-hours of self-play and training")
+    ax.set_ylabel("Elo (random = 0), 95% intervals")
+    ax.set_title("Strength per CPU budget, by search")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, out.plot)
+    plt.close(fig)
+    return out.plot

@@ -161,3 +161,34 @@ class RunPaths:
             return None
         paths = cls(checkpoint.parent.parent)
         return paths if paths.model(int(checkpoint.name[4:8])) == checkpoint and paths.config.is_file() else None
+
+
+@dataclass(frozen=True)
+class BenchmarkPaths:
+    """A learning benchmark (``azhpc bench learning``): one run folder per arm, and what compares them.
+
+        OUT/benchmark.json            the arms, their CPU budget and the CPU seconds at each generation's end
+        OUT/ladder.json               one Elo ladder over every network of every arm (random = 0)
+        OUT/ARM/                      the arm's run folder (RunPaths)
+        OUT/plots/elo-per-cpu-hour.png
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    def arm(self, name: str) -> RunPaths:
+        return RunPaths(self.root / name)
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "benchmark.json"
+
+    @property
+    def ladder(self) -> Path:
+        return self.root / "ladder.json"
+
+    @property
+    def plot(self) -> Path:
+        return self.root / "plots" / "elo-per-cpu-hour.png"

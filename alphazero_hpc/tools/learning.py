@@ -1,0 +1,167 @@
+"""``azhpc bench learning``: which search turns a CPU budget into the most chess strength.
+
+Each arm is the same config with a few overrides (PUCT as configured; Gumbel at 8 and 16 simulations, with
+and without ``train.value_target_q_ratio``). Every arm runs the local pipeline (self-play, then training,
+generation after generation) from the same random network until it has used ``budget_cpu_hours`` of CPU
+time (user + system of every process it started: self-play tasks, search workers, training ranks, data
+loaders; measured, not estimated). Then every network of every arm plays random, and each arm's last network
+also plays greedy and Stockfish at a low node count, by the rules of chess only (no material
+adjudication). All matches go into one maximum-likelihood ladder with random at 0, so arms compare on one
+scale, and ``azhpc plot OUT`` draws Elo against CPU-hours for every arm in one figure.
+
+The arms run one after the other: the machine is the same for each, and CPU time, not wall time, is the
+budget, so a busy machine slows an arm down without changing what it gets.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import AzhpcError
+from ..evaluate.elo import MatchScore, fit_ratings, ladder_table
+from ..evaluate.ledger import read_ledger
+from ..evaluate.runner import describe, evaluate
+from ..launch.resume import resume
+from ..launch.start import launch
+from ..report.follow import run_local_foreground
+from ..store import atomic
+from ..store.paths import BenchmarkPaths
+from ..store.runconfig import read_run_config
+
+ARMS: dict[str, tuple[str, ...]] = {
+    "puct": (),  # the config's own search (AlphaZero's PUCT)
+    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2"),
+    "gumbel8-q": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0.5"),
+    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4"),
+    "gumbel16-q": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5"),
+}
+# Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
+# its matches (self-play adjudication is the config's: it is part of how an arm learns).
+COMMON = ("eval.enabled=false", "slurm.gpus_per_node=0")
+
+
+@dataclass(frozen=True)
+class ArmResult:
+    name: str
+    overrides: tuple[str, ...]
+    generations: int  # networks trained (models/gen-1 .. gen-N)
+    cpu_s: list[float]  # CPU seconds used by the end of each generation's training
+    wall_s: float
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every finished child process of this one (and of their children)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[str], budget_s: float,
+              echo: Callable[[str], None], max_generations: int = 1000) -> ArmResult:
+    """Generations of the local pipeline until the arm has used ``budget_s`` CPU seconds (the generation that
+    crosses the budget finishes). An arm whose folder exists continues from it."""
+    paths = out.arm(name)
+    cpu_s: list[float] = []
+    t0, c0 = time.perf_counter(), children_cpu_s()
+    previous = _previous(out, name)
+    if previous is not None:  # a benchmark started again: the arm's finished generations count as spent
+        cpu_s, c0 = list(previous.cpu_s), c0 - (previous.cpu_s[-1] if previous.cpu_s else 0.0)
+    g = len(cpu_s)
+    while (not cpu_s or cpu_s[-1] < budget_s) and g < max_generations:
+        if not paths.launch_record.exists():
+            launch(paths.root, config, [*overrides, *COMMON, "run.generations=1"], cluster="local", detach=False)
+        else:
+            result = resume(paths.root, generations=g + 1, detach=False)
+            if result.gave_up:
+                raise AzhpcError(f"arm {name}: " + "; ".join(result.gave_up))
+        if not run_local_foreground(paths.root, echo=lambda line: echo(f"[{name}] {line}")):
+            raise AzhpcError(f"arm {name}: generation {g} failed; azhpc status {paths.root} says why")
+        g += 1
+        cpu_s.append(children_cpu_s() - c0)
+        echo(f"[{name}] generation {g}: {cpu_s[-1] / 3600:.3f} of {budget_s / 3600:.3f} CPU-hours")
+        _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0))
+    return ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0)
+
+
+def _previous(out: BenchmarkPaths, name: str) -> ArmResult | None:
+    try:
+        arm = json.loads(out.summary.read_text())["arms"][name]
+    except (OSError, ValueError, KeyError):
+        return None
+    return ArmResult(**{**arm, "overrides": tuple(arm["overrides"])})
+
+
+def _save_arm(out: BenchmarkPaths, arm: ArmResult) -> None:
+    try:
+        summary = json.loads(out.summary.read_text())
+    except (OSError, ValueError):
+        summary = {"arms": {}}
+    summary["arms"][arm.name] = asdict(arm)
+    atomic.write_json(out.summary, summary, doing="writing the benchmark summary")
+
+
+def evaluate_arm(out: BenchmarkPaths, arm: ArmResult, games: int, ladder_games: int, stockfish_nodes: int,
+                 device: str, echo: Callable[[str], None]) -> None:
+    """Every network of the arm against random (``ladder_games``), its last one against random, greedy and
+    Stockfish (``games``), chess rules only. Matches already in the arm's ledger are not played again."""
+    paths = out.arm(arm.name)
+    cfg = read_run_config(paths)
+    for g in range(1, arm.generations + 1):
+        opponents = ["random"] if g < arm.generations else ["random", "greedy", f"stockfish:skill=0,nodes={stockfish_nodes}"]
+        for opponent in opponents:
+            n = games if g == arm.generations else ladder_games
+            entry, _ = evaluate(paths.root, cfg, g, opponent, games=n, device=device, adjudicate_material=0, seed=1)
+            echo(f"[{arm.name}] {describe(entry)}")
+
+
+def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
+    """One ladder over every arm's matches (players named ARM/gen:K; random, greedy and Stockfish shared)."""
+    matches = []
+    for arm in arms:
+        for e in read_ledger(out.arm(arm.name)):
+            if e.get("adjudicate_material", 0):
+                continue
+            player = f"{arm.name}/{e['player']}"
+            opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{e['opponent']}"
+            matches.append((player, opponent, MatchScore(e["wins"], e["draws"], e["losses"])))
+    if not matches:
+        raise AzhpcError(f"no matches in the arms of {out.root}: evaluate them first")
+    table = [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games}
+             for r in ladder_table(fit_ratings(matches, "random"))]
+    atomic.write_json(out.ladder, {"anchor": "random", "matches": len(matches), "ratings": table}, doing="writing the ladder")
+    return table
+
+
+def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_cpu_hours: float, games: int = 40,
+                  ladder_games: int = 10, stockfish_nodes: int = 100, device: str = "cpu", common: Sequence[str] = (),
+                  echo: Callable[[str], None] = print) -> tuple[list[ArmResult], list[dict[str, Any]]]:
+    """Train every arm on ``budget_cpu_hours`` (``common``: overrides for all of them), evaluate, fit the ladder."""
+    unknown = [a for a in arm_names if a not in ARMS]
+    if unknown:
+        raise AzhpcError(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
+    out = BenchmarkPaths(out_dir)
+    budget_s = budget_cpu_hours * 3600
+    arms = []
+    for name in arm_names:
+        echo(f"[{name}] training on {budget_cpu_hours:g} CPU-hours: {' '.join(ARMS[name]) or 'the config as it is'}")
+        arms.append(train_arm(out, name, config, [*common, *ARMS[name]], budget_s, echo))
+    for arm in arms:
+        evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo)
+    return arms, combined_ladder(out, arms)
+
+
+def render(arms: Sequence[ArmResult], ladder: Sequence[dict[str, Any]]) -> str:
+    """A table: each arm's last network, its CPU-hours and generations, and its Elo with the 95% interval."""
+    by_name = {r["name"]: r for r in ladder}
+    lines = [f"{'arm':<12} {'gens':>4} {'CPU-h':>6}  {'Elo (random = 0)':>24}"]
+    for arm in arms:
+        r = by_name.get(f"{arm.name}/gen:{arm.generations}")
+        elo = (f"{r['elo']:+.0f} [{r['low']:+.0f}, {r['high']:+.0f}]" if r and r["elo"] is not None else "unrated")
+        lines.append(f"{arm.name:<12} {arm.generations:>4} {arm.cpu_s[-1] / 3600 if arm.cpu_s else 0:>6.3f}  {elo:>24}")
+    anchors = [r for r in ladder if "/" not in r["name"] and r["elo"] is not None]
+    lines.append("anchors: " + ", ".join(f"{r['name']} {r['elo']:+.0f} [{r['low']:+.0f}, {r['high']:+.0f}]" for r in anchors))
+    return "\n".join(lines)

@@ -1,0 +1,42 @@
+"""``azhpc bench learning`` end to end on a tiny budget: two arms, one ladder with shared anchors, one figure."""
+
+import json
+
+import pytest
+
+from alphazero_hpc.store.paths import BenchmarkPaths
+
+from .conftest import TINY, run_cli
+
+SMALL = ["--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2", "--set", "selfplay.max_plies=30",
+         "--set", "eval.simulations=4", "--set", "eval.max_plies=40", "--set", "train.loader_workers=0"]
+
+
+@pytest.mark.slow
+def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
+    out = BenchmarkPaths(tmp_path / "bench")
+    args = ["bench", "learning", "--config", str(TINY), "--out", str(out.root), "--budget-cpu-hours", "0.002",
+            "--arms", "puct,gumbel8", "--games", "2", "--ladder-games", "2", "--stockfish-nodes", "10", *SMALL]
+    r = run_cli(*args, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    arms = json.loads(out.summary.read_text())["arms"]
+    assert set(arms) == {"puct", "gumbel8"}
+    for name, arm in arms.items():
+        assert arm["generations"] >= 1 and arm["cpu_s"][-1] >= 0.002 * 3600  # trained until the budget was spent
+        assert arm["cpu_s"] == sorted(arm["cpu_s"])
+        assert out.arm(name).model(arm["generations"]).exists()
+    cfg = (out.arm("gumbel8").config).read_text()
+    assert "algorithm: gumbel" in cfg and "simulations: 8" in cfg
+    names = {row["name"] for row in json.loads(out.ladder.read_text())["ratings"]}
+    assert {"random", "greedy", "stockfish:skill=0,nodes=10"} <= names
+    assert {f"puct/gen:{arms['puct']['generations']}", f"gumbel8/gen:{arms['gumbel8']['generations']}"} <= names
+    assert "puct" in r.stdout and "gumbel8" in r.stdout and "anchors:" in r.stdout
+    shards = list(out.arm("gumbel8").root.glob("selfplay/gen-0000/task-*/shard-*.h5"))
+    assert shards
+    # Started again, the benchmark continues: nothing is trained again, no match is played twice.
+    again = run_cli(*args, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(out.summary.read_text())["arms"] == arms
+    plot = run_cli("plot", str(out.root))
+    assert plot.returncode == 0, plot.stderr
+    assert out.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
