@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import re
 import typing
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ class ModelConfig:
         _check(8 <= self.filters <= 1024, "model.filters", "must be in 8..1024")
         _check(self.se_ratio == 0 or self.filters % self.se_ratio == 0, "model.se_ratio", "must divide filters (or be 0)")
         _check(1 <= self.history <= 8, "model.history", "must be in 1..8")
-        _check(self.value_hidden >= 8, "model.value_hidden", "must be >= 8")
+        _check(8 <= self.value_hidden <= 65536, "model.value_hidden", "must be in 8..65536")
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ class SelfPlayConfig:
         _check(self.games_in_flight >= 1, "selfplay.games_in_flight", "must be >= 1")
         _check(self.max_plies >= 2, "selfplay.max_plies", "must be >= 2")
         _check(self.adjudicate_material >= 0, "selfplay.adjudicate_material", "must be >= 0 (0: max_plies is a draw)")
-        _check(self.temperature >= 0 and self.final_temperature >= 0, "selfplay.temperature", "must be >= 0")
+        for key in ("temperature", "final_temperature"):  # below 0.05, visits ** (1 / t) overflows to inf
+            t = getattr(self, key)
+            _check(t == 0 or 0.05 <= t <= 100, f"selfplay.{key}", "must be 0 (the most visited move) or in 0.05..100")
         _check(self.temperature_plies >= 0, "selfplay.temperature_plies", "must be >= 0")
         _check(-1.0 <= self.resign_threshold <= 1.0, "selfplay.resign_threshold", "must be in [-1, 1]")
         _check(self.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1")
@@ -159,6 +162,8 @@ class TrainConfig:
     loader_workers: int = 2  # DataLoader worker processes per rank
     min_selfplay_fraction: float = 0.75  # training starts only if this share of the generation's games is in
                                          # complete shards (the rest: failed tasks, see docs/pipeline.md)
+    keep_states: bool = False  # keep train/gen-N/state.pt (weights + optimizer, for resuming) once models/gen-N.pt is
+                               # written; by default it is deleted then, as nothing reads it again
     value_target_q_ratio: float = 0.0  # value target = (1 - r) * game result + r * the search's root value
                                        # (lc0's q_ratio), as a win/draw/loss distribution; 0: the result alone
 
@@ -198,6 +203,10 @@ class SlurmConfig:
         _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
         _check(self.nodes >= 1, "slurm.nodes", "must be >= 1")
         _check(self.stop_margin_s >= 0, "slurm.stop_margin_s", "must be >= 0 seconds")
+        shortest = min(self.selfplay_time_min, self.train_time_min)
+        _check(self.stop_margin_s < 60 * shortest, "slurm.stop_margin_s",
+               f"({self.stop_margin_s} s) must be below the shortest time limit ({shortest} min = {60 * shortest} s), "
+               "or every job stops before it starts: raise --selfplay-time/--train-time or lower slurm.stop_margin_s")
         _check(self.max_attempts >= 1, "slurm.max_attempts", "must be >= 1")
         _check(self.gpus_per_node >= 0, "slurm.gpus_per_node", "must be >= 0 (0: CPU-only nodes)")
         _check(self.selfplay_tasks >= 0, "slurm.selfplay_tasks", "must be >= 0 (0: one per GPU)")
@@ -295,6 +304,8 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
         ok = isinstance(value, bool)
     elif hint is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and not -(2**63) < value < 2**63:
+            raise ConfigError(f"config value {key}: {value} does not fit in 64 bits")
     elif hint is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
             try:
@@ -302,7 +313,13 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
             except ValueError:
                 pass
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
+        if ok:
+            try:
+                value = float(value)
+            except OverflowError:  # an int beyond float's range
+                value = math.inf
+            if not math.isfinite(value):
+                raise ConfigError(f"config value {key}: must be a finite number, got {value}")
     elif hint is str:
         ok = isinstance(value, str)
     else:  # pragma: no cover - every field uses one of the types above
@@ -342,7 +359,8 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """Parse ``section.key=value``; the value is read as YAML (``true``, ``3``, ``0.5``, ``abc``)."""
+    """Parse ``section.key=value``; the value is read as YAML (``true``, ``3``, ``0.5``, ``abc``). A key whose
+    field is a string keeps the text as it is (``load_config``): ``slurm.account=12345`` is the account 12345."""
     if "=" not in text or "." not in text.split("=", 1)[0]:
         raise ConfigError(f"override '{text}' must look like section.key=value, e.g. mcts.simulations=64")
     path, raw = text.split("=", 1)
@@ -365,6 +383,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {p} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {p} is not UTF-8 text ({exc.reason} at byte {exc.start}): pass a YAML config") from exc
+        except OSError as exc:
+            raise ConfigError(f"config file {p} cannot be read ({exc.strerror}): check the path and its permissions") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {p} must hold a mapping of sections")
         data = {k: dict(v or {}) if isinstance(v, Mapping) else v for k, v in loaded.items()}
@@ -375,6 +397,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         sect = data.setdefault(section, {})
         if not isinstance(sect, dict):
             raise ConfigError(f"config section {section} must be a mapping")
+        if typing.get_type_hints(SECTIONS[section]).get(key) is str:  # not YAML: "no" stays "no", "a #b" stays whole
+            value = text.split("=", 1)[1].strip()
         sect[key] = value
     return config_from_dict(data)
 

@@ -48,3 +48,9 @@ def describe_os_error(exc: OSError, path: object, doing: str) -> AzhpcError:
             "another --run-dir"
         )
     return RunDirError(f"{exc.strerror or exc} while {doing} {where}")
+
+
+def no_locks(path: object, exc: OSError) -> RunDirError:
+    """``flock`` refused (Lustre mounted ``noflock``, NFS ``nolock``): the run folder cannot keep two writers apart."""
+    return RunDirError(f"cannot lock {path} ({exc.strerror or exc}): the file system does not support flock (Lustre "
+                       "noflock, NFS nolock); put the run folder on storage that does, or mount it with flock/localflock")

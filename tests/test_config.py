@@ -50,3 +50,64 @@ def test_run_config_is_written_once_and_then_authoritative(tmp_path):
     assert resolve_run_config(paths, None, ["mcts.simulations=9"]) == first  # agreeing is fine
     with pytest.raises(RunDirError, match="another config"):
         resolve_run_config(paths, None, ["mcts.simulations=10"])
+
+
+# -- values that passed the checks and then failed later (issue 17, item 7) -------------------------------
+@pytest.mark.parametrize("override,message", [
+    ("train.replay_ratio=inf", "finite"),
+    ("train.lr=1e999", "finite"),
+    ("train.lr=.nan", "finite"),
+    ("mcts.c_init=-.inf", "finite"),
+    ("run.seed=18446744073709551616", "64 bits"),
+    ("selfplay.temperature=0.001", "0.05..100"),
+    ("selfplay.final_temperature=1e-9", "0.05..100"),
+    ("model.value_hidden=1000000000000", "8..65536"),
+    ("slurm.selfplay_time_min=1", "below the shortest time limit"),
+    ("slurm.partition=gpu #x", "only letters"),
+])
+def test_values_that_would_fail_later_are_refused_now(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_string_keys_keep_their_text():
+    cfg = load_config(None, ["slurm.account=12345", "slurm.qos=no", "slurm.partition=gpu"])
+    assert (cfg.slurm.account, cfg.slurm.qos, cfg.slurm.partition) == ("12345", "no", "gpu")
+
+
+def test_a_config_file_that_is_not_text_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"model:\n  blocks: \xff\xfe\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(bad)
+
+
+def test_a_corrupt_run_config_is_one_line_in_status(tmp_path):
+    from .conftest import run_cli
+
+    paths = RunPaths(tmp_path / "run")
+    resolve_run_config(paths, None, [])
+    paths.config.write_text("model: [unclosed\n")
+    r = run_cli("status", str(paths.root))
+    assert r.returncode == 1 and "is corrupt" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_launch_flags_are_strings_as_typed():
+    from .conftest import run_cli
+
+    r = run_cli("launch", "--cluster", "slurm", "--dry-run", "--config", str(ROOT / "configs" / "tiny.yaml"),
+                "--account", "12345", "--qos", "no", "--generations", "1")
+    assert r.returncode == 0, r.stderr
+    assert "--account=12345" in r.stdout and "--qos=no" in r.stdout
+    r = run_cli("launch", "--cluster", "slurm", "--dry-run", "--selfplay-time", "1")
+    assert r.returncode == 1 and "stop_margin_s" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_selfplay_of_a_generation_without_its_network_writes_nothing(tmp_path):
+    from .conftest import run_cli
+
+    run = tmp_path / "new"
+    r = run_cli("selfplay", "--run-dir", str(run), "--generation", "3", "--config", str(ROOT / "configs" / "tiny.yaml"))
+    assert r.returncode == 1 and "gen-0003.pt not found" in r.stderr
+    assert not run.exists()  # so azhpc launch can still use the folder

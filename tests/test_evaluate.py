@@ -243,3 +243,16 @@ def test_search_of_a_repeated_position_nobody_claimed():
     assert result.best_move in board.legal_moves and result.root_visits == 9
     player = NetPlayer(MaterialEvaluator(2), MCTSConfig(), 8, search_rules(400), "material")
     assert player.choose([board]) == [result.best_move]
+
+
+def test_a_file_system_without_flock_is_one_clear_line(tmp_path, monkeypatch):
+    """Lustre mounted noflock / NFS nolock: flock fails with ENOLCK; the ledger says so instead of a traceback."""
+    import errno
+    import fcntl
+
+    def refuse(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    with pytest.raises(RunDirError, match="does not support flock"):
+        append_entry(RunPaths(tmp_path), {"key": "k1", "wins": 1})

@@ -532,3 +532,24 @@ def test_slurm_killed_task_then_resume_twice(slurm_cluster, tmp_path):
         assert (truth["games"], truth["duplicates"], truth["partial"]) == (32, 0, []), (g, truth)
     assert progress_of(run, 0, 1)["attempt"] == 2
     check_status_matches_disk(run, 2)
+
+
+@pytest.mark.parametrize("slurm_state", ["OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED", "NODE_FAIL", "FAILED"])
+def test_status_believes_slurm_over_a_progress_file_left_running(tmp_path, slurm_state):
+    """A training job killed hard (OOM, a lost node) leaves its progress file saying "running": SLURM's state wins."""
+    from alphazero_hpc.cluster.scheduler import JobState
+    from alphazero_hpc.launch.plan import LaunchPlan
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord
+    from alphazero_hpc.report.status import _generation
+    from alphazero_hpc.store import atomic
+    from alphazero_hpc.store.progress import TrainProgress
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    paths = RunPaths(tmp_path)
+    cfg = resolve_run_config(paths, TINY, [])
+    plan = LaunchPlan("slurm", 1, 1, 1, 1, 1)
+    record = LaunchRecord(plan=plan, jobs=[JobRecord(0, "selfplay", "76", [0, 1]), JobRecord(0, "train", "77", [0, 1])])
+    atomic.write_json(paths.train_progress(1), TrainProgress(1, 0, status="running").to_json())
+    states = {"76": JobState("COMPLETED", "exit 0:0", "sacct"), "77": JobState(slurm_state, "exit 0:9", "sacct")}
+    gen = _generation(paths, cfg, plan, record, states, 0, ([], ""))
+    assert gen.train.state == "failed" and slurm_state in gen.train.error

@@ -97,6 +97,7 @@ def test_sigkill_mid_training_then_resume_finishes_the_same_steps(tmp_path):
     _, payload = load_model(paths.model(1))
     assert payload["steps"] == steps
     assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
+    assert not state.exists()  # pruned once the network is written (train.keep_states)
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "nothing to do" in again.stdout
 

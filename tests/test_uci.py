@@ -78,3 +78,66 @@ def test_full_game_against_a_random_mover(engine):
     assert board.ply() >= 10
     # the game was played through: the engine never failed to answer; ending reached or the 400-ply cap
     assert board.is_game_over(claim_draw=True) or board.ply() == 400
+
+
+# -- faults: the engine always answers bestmove and bounds its memory ----------------------------------
+class NaNEvaluator:
+    history = 2
+
+    def evaluate(self, planes):
+        return np.full((len(planes), 4672), np.nan, np.float32), np.full(len(planes), np.nan, np.float32)
+
+
+def _engine(evaluator, **kw):
+    import io
+
+    from alphazero_hpc.config import MCTSConfig
+    from alphazero_hpc.evaluate.uci import UciEngine
+    from alphazero_hpc.game.rules import search_rules
+
+    out = io.StringIO()
+    return UciEngine(evaluator, MCTSConfig(), search_rules(10**6), 8, None, out, "test", **kw), out
+
+
+def test_nan_network_still_answers_bestmove():
+    eng, out = _engine(NaNEvaluator())
+    eng.handle("position startpos moves e2e4")
+    eng.handle("go nodes 16")
+    eng._finish_search()
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("info string error") and "not finite" in line for line in lines), lines
+    move = chess.Move.from_uci(lines[-1].split()[1])
+    board = chess.Board()
+    board.push_san("e4")
+    assert lines[-1].startswith("bestmove") and move in board.legal_moves
+
+
+def test_infinite_search_stops_growing_at_max_nodes_and_waits_for_stop():
+    from alphazero_hpc.search.fakes import UniformEvaluator
+
+    eng, out = _engine(UniformEvaluator(2))
+    eng.handle("setoption name MaxNodes value 1000")
+    eng.handle("position startpos")
+    eng.handle("go infinite")
+    time.sleep(5.0)  # the uniform evaluator fills 1,000 nodes in well under a second
+    assert eng._thread.is_alive() and "bestmove" not in out.getvalue()  # infinite: bestmove only after stop
+    eng.handle("stop")
+    last = out.getvalue().splitlines()[-1]
+    nodes = int(out.getvalue().split(" nodes ")[1].split()[0])
+    assert last.startswith("bestmove") and 900 <= nodes <= 1001  # stopped by MaxNodes, not by the stop
+
+
+def test_a_training_state_is_not_taken_for_a_network(tmp_path):
+    import io
+
+    import torch
+
+    from alphazero_hpc.errors import CheckpointError
+    from alphazero_hpc.net.checkpoint import load_model
+
+    state = tmp_path / "state.pt"
+    buffer = io.BytesIO()
+    torch.save({"schema": 1, "state_dict": build_model(ModelConfig(blocks=1, filters=16)).state_dict(), "step": 3}, buffer)
+    state.write_bytes(buffer.getvalue())
+    with pytest.raises(CheckpointError, match="training state, not a network"):
+        load_model(state)

@@ -14,7 +14,7 @@ import json
 from typing import Any, Iterator
 
 from ..store import atomic
-from ..errors import RunDirError, describe_os_error
+from ..errors import RunDirError, describe_os_error, no_locks
 from ..store.paths import RunPaths
 
 LEDGER_SCHEMA = 1
@@ -29,7 +29,10 @@ def _locked(paths: RunPaths) -> Iterator[None]:
     except OSError as exc:
         raise describe_os_error(exc, lock, "locking the evaluation ledger") from exc
     with fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except OSError as exc:
+            raise no_locks(lock, exc) from exc
         yield
 
 

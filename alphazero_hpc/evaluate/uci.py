@@ -24,6 +24,9 @@ from ..search.api import TreeSearch
 from ..search.evaluator import Evaluator
 
 NAME = "azhpc"
+# A search stops growing its tree here (~6 KiB per node with its python-chess board: ~1.2 GiB), so that
+# "go infinite" left running does not take the machine's memory; UCI option MaxNodes changes it.
+MAX_NODES = 200_000
 
 
 def time_budget(board: chess.Board, args: dict[str, int]) -> float | None:
@@ -49,6 +52,7 @@ class UciEngine:
     def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, rules: Rules, simulations: int, movetime_ms: int | None,
                  out: IO[str], name: str) -> None:
         self.evaluator, self.rules = evaluator, rules
+        self.max_nodes = MAX_NODES
         self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)  # no exploration noise when playing
         self.simulations = simulations
         self.movetime_ms = movetime_ms
@@ -81,6 +85,7 @@ class UciEngine:
             self.send("id author alphazero_hpc")
             self.send(f"option name Simulations type spin default {self.simulations} min 1 max 1000000")
             self.send(f"option name MoveTime type spin default {self.movetime_ms or 0} min 0 max 3600000")
+            self.send(f"option name MaxNodes type spin default {self.max_nodes} min 1000 max 100000000")
             self.send("uciok")
         elif cmd == "isready":
             self.send("readyok")
@@ -132,6 +137,9 @@ class UciEngine:
             if value.isdigit() and name == "movetime":
                 self.movetime_ms = int(value) or None
                 return
+            if value.isdigit() and name == "maxnodes" and int(value) >= 1000:
+                self.max_nodes = int(value)
+                return
         self.send(f"info string error: setoption {rest!r} not understood")
 
     def _go(self, words: list[str]) -> None:
@@ -163,16 +171,23 @@ class UciEngine:
         stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
         try:
             search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
-            result = search.search([board], sims, stop=stop, budget=min(sims, self.simulations))[0]
+            result = search.search([board], sims, stop=stop, budget=min(sims, self.simulations),
+                                   max_nodes=self.max_nodes)[0]
+            if not math.isfinite(result.value):
+                self.send("info string error: the network's values are not finite (NaN weights?); playing its first "
+                          "legal move: check the checkpoint")
+                self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")
+                return
+            if self._infinite:  # the tree reached MaxNodes: UCI wants bestmove only after "stop"
+                self._stop.wait()
+            ms = int(1000 * (time.monotonic() - t0))
+            nps = int(result.root_visits / max(ms, 1) * 1000)
+            self.send(f"info depth {len(result.pv)} nodes {result.root_visits} time {ms} nps {nps} score cp "
+                      f"{score_cp(result.value)} pv {' '.join(m.uci() for m in result.pv)}")
+            self.send(f"bestmove {result.best_move.uci()}")
         except Exception as exc:  # never leave a GUI waiting for bestmove
             self.send(f"info string error: search failed ({type(exc).__name__}: {exc})")
             self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")
-            return
-        ms = int(1000 * (time.monotonic() - t0))
-        nps = int(result.root_visits / max(ms, 1) * 1000)
-        self.send(f"info depth {len(result.pv)} nodes {result.root_visits} time {ms} nps {nps} score cp {score_cp(result.value)} "
-                  f"pv {' '.join(m.uci() for m in result.pv)}")
-        self.send(f"bestmove {result.best_move.uci()}")
 
     def _finish_search(self, stop: bool = False) -> None:
         """Wait for a running search to answer; ``stop`` (or an infinite search) ends it now."""

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from ..store import atomic
-from ..errors import RunDirError
+from ..errors import RunDirError, no_locks
 from ..store.paths import RunPaths
 from .plan import LaunchPlan
 
@@ -118,6 +118,8 @@ def record_lock(paths: RunPaths) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunDirError(f"another azhpc launch, resume or cancel is working on {paths.root}: wait for it to finish") from None
+        except OSError as exc:
+            raise no_locks(paths.launch_lock, exc) from exc
         try:
             yield
         finally:

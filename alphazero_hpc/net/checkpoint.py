@@ -55,6 +55,9 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 
 def load_model(path: Path, expect: ModelConfig | None = None) -> tuple[AlphaZeroNet, dict[str, Any]]:
     payload = read_checkpoint(path)
+    if "model_config" not in payload:
+        raise CheckpointError(f"{path} is a training state, not a network: pass models/gen-NNNN.pt (the network "
+                              "that training wrote)")
     try:
         cfg = ModelConfig(**payload["model_config"])
     except (TypeError, ValueError) as exc:

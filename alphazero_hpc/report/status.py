@@ -278,12 +278,14 @@ def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRe
     state = "done" if ckpt.exists() else (tp.status if tp else "pending")
     error = tp.error if tp else ""
     jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
-    if plan.cluster == "slurm" and state in ("pending", "starting"):
-        tj = [r for r in jobs if r.stage == "train"]
-        if tj and tj[-1].state.startswith("CANCELLED") and state == "pending":
+    tj = [r for r in jobs if r.stage == "train"]
+    if plan.cluster == "slurm" and tj and state in ("pending", "starting", "running"):
+        # what SLURM says overrides a progress file that a killed job (SIGKILL, OOM, a lost node) left "running"
+        js = tj[-1].state.split("/")[0]
+        if js == "CANCELLED" and state == "pending":
             state = "cancelled"
             error = f"job {tj[-1].job_id} cancelled (by scancel, or because a stage it depends on failed)"
-        elif tj and tj[-1].state.startswith(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
+        elif js in scheduler.FAILED:
             state = "failed"
             error = error or f"job {tj[-1].job_id} {tj[-1].state}"
     train = TrainStatus(state=state, step=m.get("step", 0), steps=m.get("steps", 0), policy_loss=m.get("policy_loss"),

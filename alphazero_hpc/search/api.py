@@ -236,10 +236,11 @@ class TreeSearch:
             self.finish(pending, logits, values)
 
     def search(self, boards: Sequence[chess.Board], simulations: int, stop: Callable[[int], bool] | None = None,
-               pv_length: int = 10, budget: int | None = None) -> list[SearchResult]:
+               pv_length: int = 10, budget: int | None = None, max_nodes: int | None = None) -> list[SearchResult]:
         """Search every board at once, ``simulations`` each (``stop(done)``, checked between simulations, ends it
         early), and return their results. The trees are released. ``budget``: the simulations Gumbel's sequential
-        halving plans for (default ``simulations``; a search stopped by the clock plans for this many)."""
+        halving plans for (default ``simulations``; a search stopped by the clock plans for this many). The search
+        also ends once the forest holds ``max_nodes`` nodes (a bound on memory)."""
         trees = [self.open(b) for b in boards]
         done = 0
         while True:
@@ -249,6 +250,8 @@ class TreeSearch:
                     if self.num_moves(t):
                         self.start_gumbel(t, np.zeros(self.num_moves(t) or 0), budget or simulations)
             if done >= simulations or (stop is not None and stop(done)):
+                break
+            if max_nodes is not None and self.num_nodes >= max_nodes:
                 break
             done += 1
         results = [self.result(t, pv_length) for t in trees]

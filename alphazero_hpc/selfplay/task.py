@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
-from ..errors import AzhpcError
+from ..errors import AzhpcError, CheckpointError
 from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
 from ..store import atomic
@@ -62,6 +62,9 @@ def run_selfplay_task(
     """Play the task's missing shards of ``generation``; returns the final progress record: status ``done``,
     or ``stopped`` (a stop signal, or ``deadline`` too close for the next shard) with shards still missing."""
     paths = RunPaths(Path(run_dir))
+    if generation > 0 and evaluator is None and not paths.model(generation).exists():  # before anything is written
+        raise CheckpointError(f"{paths.model(generation)} not found: generation {generation} plays with the network "
+                              f"training wrote; train generation {generation - 1} first, or play generation 0")
     cfg = resolve_run_config(paths, config_path, overrides)
     plan = plan_task(cfg, task, num_tasks)
     task_dir = paths.task_dir(generation, task)

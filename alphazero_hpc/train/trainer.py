@@ -320,6 +320,8 @@ class Trainer:
                             extra={"optimizer": s.opt.state_dict(), "trained_from": self.generation, "steps": s.step,
                                    "world_size": self.env.world, "skipped_steps": s.skipped, "metrics": self._last_metrics()})
             self.log(f"wrote {self.out}")
+            if not self.cfg.train.keep_states:  # the network is written: a resume never reads the state again
+                self.state_path.unlink(missing_ok=True)
         if self.env.world > 1:
             # Ranks leave together: a rank that tore gloo down while rank 0 was still writing the checkpoint
             # aborted ("terminate called without an active exception") and failed the job after its work was done.
