@@ -83,12 +83,6 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
         raise click.exceptions.Exit(code)
 
 
-def _default_run_dir() -> Path:
-    import time
-
-    return DEFAULT_ROOT / time.strftime("run-%Y%m%d-%H%M%S")
-
-
 @main.command()
 @click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="AZHPC_CONFIG", help=CONFIG_HELP)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
@@ -121,7 +115,6 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
              "slurm.account": account, "slurm.qos": qos, "slurm.selfplay_time_min": selfplay_time,
              "slurm.train_time_min": train_time}
     overrides = tuple(overrides) + tuple(f"{k}={v}" for k, v in flags.items() if v is not None)
-    run_dir = run_dir or _default_run_dir()
     res = do_launch(run_dir, config_path, overrides, cluster, dry_run=dry_run, detach=not wait_,
                     command=" ".join(["azhpc", *sys.argv[1:]]))
     plan = res.plan

@@ -19,12 +19,14 @@ for ((g = 0; g < GENERATIONS; g++)); do
   dep=()
   [ -n "$after" ] && dep=(--dependency="afterok:$after" --kill-on-invalid-dep=yes)
   # shellcheck disable=SC2086  # *_OPTS are lists of sbatch options
-  sp=$(sbatch --parsable --array="0-$((TASKS - 1))" "${dep[@]}" ${SELFPLAY_OPTS:-} \
-       --export="ALL,RUN=$RUN,GEN=$g,NUM_TASKS=$TASKS,AZHPC_PYTHON=$PYTHON" "$HERE/selfplay.sbatch")
+  # The job's variables go through the environment (--export=ALL), not --export=RUN=...: a comma in RUN would
+  # split that list.
+  sp=$(RUN=$RUN GEN=$g NUM_TASKS=$TASKS AZHPC_PYTHON=$PYTHON sbatch --parsable --array="0-$((TASKS - 1))" "${dep[@]}" \
+       ${SELFPLAY_OPTS:-} --export=ALL "$HERE/selfplay.sbatch")
   sp=${sp%%;*}
   # shellcheck disable=SC2086
-  tr=$(sbatch --parsable --dependency="afterany:$sp${after:+,afterok:$after}" --kill-on-invalid-dep=yes ${TRAIN_OPTS:-} \
-       --export="ALL,RUN=$RUN,GEN=$g,AZHPC_PYTHON=$PYTHON" "$HERE/train.sbatch")
+  tr=$(RUN=$RUN GEN=$g AZHPC_PYTHON=$PYTHON sbatch --parsable --dependency="afterany:$sp${after:+,afterok:$after}" \
+       --kill-on-invalid-dep=yes ${TRAIN_OPTS:-} --export=ALL "$HERE/train.sbatch")
   tr=${tr%%;*}
   echo "generation $g: self-play array $sp, training $tr"
   after=$tr

@@ -1,6 +1,7 @@
 """azhpc launch / status: the plan, the sbatch scripts, the local pipeline and the chain on a real SLURM cluster."""
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -405,7 +406,7 @@ def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path)
 
     from .conftest import ROOT
 
-    run = tmp_path / "tpl"
+    run = tmp_path / "tpl,1"  # a comma used to split chain.sh's --export list
     config = yaml.safe_load(TINY.read_text())
     config["train"].update(replay_ratio=12, loader_workers=0)  # long enough to be signalled mid-training
     (tmp_path / "tpl.yaml").write_text(yaml.safe_dump(config))
@@ -553,3 +554,97 @@ def test_status_believes_slurm_over_a_progress_file_left_running(tmp_path, slurm
     states = {"76": JobState("COMPLETED", "exit 0:0", "sacct"), "77": JobState(slurm_state, "exit 0:9", "sacct")}
     gen = _generation(paths, cfg, plan, record, states, 0, ([], ""))
     assert gen.train.state == "failed" and slurm_state in gen.train.error
+
+
+def test_two_launches_into_one_new_folder_one_wins_and_the_loser_deletes_nothing(tmp_path):
+    """Both start before the folder exists (the old code let the loser rmtree the winner's files)."""
+    import threading
+
+    from alphazero_hpc.launch.start import launch
+    from alphazero_hpc.store.runconfig import read_run_config
+
+    run = tmp_path / "run"
+    won, lost = [], []
+    barrier = threading.Barrier(2)
+
+    def go(seed: int) -> None:
+        barrier.wait()
+        try:
+            won.append((seed, launch(run, TINY, [f"run.seed={seed}"], cluster="local", detach=False)))
+        except AzhpcError as exc:
+            lost.append(str(exc))
+
+    threads = [threading.Thread(target=go, args=(seed,)) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(won) == 1 and len(lost) == 1, (won, lost)
+    assert "in use by azhpc launch" in lost[0] or "already launched" in lost[0]
+    paths = RunPaths(run)
+    assert read_run_config(paths).run.seed == won[0][0]
+    assert paths.launch_record.exists() and paths.model(0).exists()
+
+
+def test_a_launch_refused_by_the_lock_names_the_holder_and_keeps_the_folder(tmp_path):
+    from alphazero_hpc.launch.record import record_lock
+    from alphazero_hpc.launch.start import launch
+
+    paths = RunPaths(tmp_path / "run")
+    paths.root.mkdir()
+    (paths.root / "keep.txt").write_text("x")
+    with record_lock(paths, "azhpc resume (test)"):
+        with pytest.raises(AzhpcError, match=r"in use by azhpc resume \(test\) \(pid \d+ on "):
+            launch(paths.root, TINY, ["run.seed=3"], cluster="local", detach=False)
+    assert (paths.root / "keep.txt").read_text() == "x" and not paths.config.exists()
+    # a launch that fails on its own plan keeps a folder it did not make
+    with pytest.raises(AzhpcError, match="needs a cluster"):
+        launch(paths.root, TINY, ["slurm.nodes=2"], cluster="local", detach=False)
+    assert (paths.root / "keep.txt").exists()
+
+
+def test_default_run_folders_are_unique_within_a_second(tmp_path):
+    from alphazero_hpc.launch.start import new_run_dir
+
+    made = {new_run_dir(tmp_path) for _ in range(5)}
+    assert len(made) == 5 and all(p.is_dir() for p in made)
+
+
+def test_a_silent_scheduler_is_not_a_finished_run(tmp_path, monkeypatch):
+    """squeue and sacct fail: status warns and is not over (wait and watch go on); cancel fails and records nothing."""
+    from alphazero_hpc.launch.plan import LaunchPlan
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
+    from alphazero_hpc.report.status import collect, finished, render, render_brief
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("squeue", "sacct", "scancel", "sinfo", "sbatch"):
+        (fake / name).write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n")
+        (fake / name).chmod(0o755)
+    paths = RunPaths(tmp_path / "run")
+    resolve_run_config(paths, TINY, [])
+    write_record(paths, LaunchRecord(plan=LaunchPlan("slurm", 1, 2, 1, 1, 2),
+                                     jobs=[JobRecord(0, "selfplay", "41", [0, 2]), JobRecord(0, "train", "42", [0, 1])]))
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    st = collect(paths.root)
+    assert finished(st) == (False, False)  # the old code read every job as gone: (True, False) at once
+    assert "squeue did not answer" in render(st) and "WARNING" in render_brief(st)
+    assert "squeue did not answer" in st.to_json()["scheduler_error"]
+    r = run_cli("cancel", str(paths.root), env={"PATH": f"{fake}:{os.environ['PATH']}"})
+    assert r.returncode == 1 and "squeue did not answer" in r.stderr  # was: "cancelled 0 job(s)", exit 0
+    assert not read_record(paths).events  # no cancel recorded
+
+
+def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_path):
+    run = tmp_path / "a b'c"
+    res = run_cli("launch", "--cluster", "slurm", "--dry-run", "--config", str(TINY), "--generations", "1", "--run-dir", str(run))
+    assert res.returncode == 0, res.stderr
+    quoted = "'" + str(run).replace("'", "'\"'\"'") + "/logs/%j'"  # shlex.quote, as submitit writes the script
+    assert quoted in res.stdout
+    assert not run.exists()  # a dry run writes nothing
+    bad = str(tmp_path / "x\nsbatch evil")
+    for args in (["launch", "--cluster", "slurm", "--dry-run"], ["launch", "--cluster", "local"]):
+        res = run_cli(*args, "--config", str(TINY), "--run-dir", bad)
+        assert res.returncode == 1 and "control character" in res.stderr
+    assert not list(tmp_path.glob("x*"))

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ..errors import AzhpcError
+
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
           "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD", "STOPPED"}
 FAILED = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "PREEMPTED"}
@@ -41,8 +43,14 @@ def _run(cmd: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+class SchedulerSilent(AzhpcError):
+    """squeue did not answer: nothing can be said about the jobs (not even that they ended)."""
+
+
 def query(job_ids: list[str]) -> dict[str, JobState]:
-    """States of the given jobs and of their array elements; jobs SLURM no longer knows are absent."""
+    """States of the given jobs and of their array elements; jobs SLURM no longer knows are absent. sacct may
+    fail (no accounting); squeue must answer, or this raises ``SchedulerSilent``: a silent scheduler is no
+    reason to think the jobs ended."""
     wanted = {j.split("_")[0] for j in job_ids if j and j[0].isdigit()}
     if not wanted:
         return {}
@@ -56,7 +64,10 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
             states[key] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
     user = getpass.getuser()
     out = _run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
-    for line in (out or "").splitlines():
+    if out is None:
+        raise SchedulerSilent("squeue did not answer (slurmctld down, or no SLURM commands on this host): the jobs' "
+                              "states are unknown; run this on the cluster's login node, or retry when squeue works")
+    for line in out.splitlines():
         parts = line.split("|")
         if len(parts) >= 3 and parts[0].split("_")[0] in wanted:
             states[parts[0]] = JobState(parts[1], "" if parts[2] in ("None", "(null)") else parts[2], "squeue")

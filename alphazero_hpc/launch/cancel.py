@@ -21,7 +21,7 @@ from .record import pid_alive, read_record, record_lock, write_record
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
     """Cancel the run's jobs; returns the job ids that were pending or running."""
     paths = RunPaths(Path(run_dir))
-    with record_lock(paths):
+    with record_lock(paths, "azhpc cancel"):
         return _cancel(paths, timeout_s)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
@@ -109,18 +110,25 @@ class LaunchRecord:
 
 
 @contextlib.contextmanager
-def record_lock(paths: RunPaths) -> Iterator[None]:
-    """One launch, resume or cancel of a run at a time (an flock on RUN/.launch.lock; released if the holder dies)."""
+def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
+    """One launch, resume or cancel of a run at a time (an flock on RUN/.launch.lock; released if the holder dies).
+    The lock file names its holder (``holder``, pid, host), so the one refused can say who has the run."""
     if not paths.root.is_dir():
         raise RunDirError(f"{paths.root} is not a run folder (it does not exist): check the path")
-    with open(paths.launch_lock, "a") as fh:
+    with open(paths.launch_lock, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunDirError(f"another azhpc launch, resume or cancel is working on {paths.root}: wait for it to finish") from None
+            fh.seek(0)
+            who = fh.read().strip() or "another azhpc launch, resume or cancel"
+            raise RunDirError(f"{paths.root} is in use by {who}: wait for it to finish") from None
         except OSError as exc:
             raise no_locks(paths.launch_lock, exc) from exc
         try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"{holder} (pid {os.getpid()} on {socket.gethostname()})\n")
+            fh.flush()
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)

@@ -66,7 +66,7 @@ def _failures(jobs: list[JobRecord], states: dict[str, scheduler.JobState], prog
 def resume(run_dir: Path, generations: int | None = None, max_attempts: int | None = None, detach: bool = True,
            command: str = "") -> ResumeResult:
     paths = RunPaths(Path(run_dir))
-    with record_lock(paths):
+    with record_lock(paths, "azhpc resume"):
         record = read_record(paths)
         if record is None:
             raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): start it with azhpc launch --run-dir {paths.root}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +26,7 @@ from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer,
 
 from ..config import Config
 from ..errors import AzhpcError
-from ..store.paths import RunPaths
+from ..store.paths import RunPaths, check_run_root
 from .plan import LaunchPlan, split_tasks
 from .record import JobRecord
 from .stages import TrainStage, eval_stage, selfplay_stage, torchrun_command
@@ -62,15 +61,14 @@ class SlurmChain:
         self.paths, self.cfg, self.plan, self.dry_run = paths, cfg, plan, dry_run
         self.scripts: list[tuple[str, str]] = []  # (title, sbatch script) in dry-run
         self._next_fake = 900001
-        self._tmp = tempfile.TemporaryDirectory(prefix="azhpc-dry-run-") if dry_run else None
-        self.folder = Path(self._tmp.name) if self._tmp else paths.logs.resolve()
+        check_run_root(paths.root.resolve())
+        self.folder = paths.logs.resolve()  # a dry run renders the scripts with it too, quoted as submitted
         self.run = str(paths.root.resolve())
         self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.run).name)[:40]
         self.submitted: list[JobRecord] = []  # everything submitted so far (cancelled if a later sbatch fails)
 
     def close(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        pass  # kept for callers: a chain holds nothing open
 
     def _executor(self) -> submitit.SlurmExecutor:
         cls = _ScriptExecutor if self.dry_run else submitit.SlurmExecutor
@@ -95,7 +93,7 @@ class SlurmChain:
         if isinstance(ex, _ScriptExecutor):
             job_id = str(self._next_fake)
             self._next_fake += 1
-            self.scripts.append((what, self._show(ex.render(array_size))))
+            self.scripts.append((what, ex.render(array_size)))
             return [f"{job_id}_{i}" for i in range(array_size)] if array_size else [job_id]
         sink = io.StringIO()  # submitit echoes sbatch's stderr; the error below says it in one line
         try:
@@ -104,9 +102,6 @@ class SlurmChain:
         except Exception as exc:  # noqa: BLE001 - submitit raises several types for a refused sbatch
             raise _submit_error(what, exc) from exc
         return [j.job_id for j in jobs]
-
-    def _show(self, script: str) -> str:
-        return script.replace(str(self.folder), str(self.paths.logs.resolve()))
 
     def submit_selfplay(self, generation: int, after_train: str = "", attempt: int = 1,
                         tasks: list[int] | None = None) -> list[JobRecord]:

@@ -30,7 +30,7 @@ from ..store import atomic
 from ..cluster import preempt, scheduler
 from ..config import Config
 from ..errors import AzhpcError
-from ..store.paths import RunPaths
+from ..store.paths import RunPaths, check_run_root
 from ..store.progress import TrainProgress, read_train_progress
 from ..store.runconfig import read_run_config, resolve_run_config
 from ..store.shards import generation_totals
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage == "init":
             from ..net.checkpoint import ensure_initial_checkpoint  # here: search workers import this module, never torch
 
-            paths = RunPaths(Path(args.run_dir))
+            paths = RunPaths(check_run_root(Path(args.run_dir)))
             cfg = resolve_run_config(paths, args.config, args.overrides)
             ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
             print(f"{paths.root}: config.yaml and {paths.model(0)} ready", flush=True)

@@ -4,6 +4,7 @@ local supervisor (``report.follow`` follows the run from there)."""
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -11,11 +12,11 @@ from typing import Sequence
 from ..cluster import scheduler
 from ..net.checkpoint import ensure_initial_checkpoint
 from ..config import Config, load_config
-from ..errors import AzhpcError, RunDirError
-from ..store.paths import RunPaths
+from ..errors import AzhpcError, RunDirError, describe_os_error
+from ..store.paths import DEFAULT_ROOT, RunPaths, check_run_root
 from ..store.runconfig import resolve_run_config
 from . import plan as planning
-from .record import LaunchRecord, write_record
+from .record import LaunchRecord, record_lock, write_record
 
 
 @dataclass
@@ -34,12 +35,29 @@ def _plan(cfg: Config, cluster: str) -> planning.LaunchPlan:
     return planning.make_plan(cfg, "local", local_gpus=gpus if cfg.slurm.gpus_per_node else 0, local_cpus=cpus)
 
 
-def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[str], cluster: str | None = None,
+def new_run_dir(root: Path = DEFAULT_ROOT) -> Path:
+    """A new, empty run folder ``root/run-DATE-TIME`` (``-2``, ``-3``, ... when launches share a second), made
+    here: mkdir is atomic, so two launches never get the same one."""
+    base = root / time.strftime("run-%Y%m%d-%H%M%S")
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        folder = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise RunDirError(f"no free run folder name under {root}: pass --run-dir")
+
+
+def launch(run_dir: Path | None, config_path: str | Path | None, overrides: Sequence[str], cluster: str | None = None,
            dry_run: bool = False, detach: bool = True, command: str = "") -> LaunchResult:
+    """Launch a run into ``run_dir`` (None: a new folder under scratch/). The whole launch holds the run's lock;
+    a launch that fails removes the folder only when it made the folder itself."""
     asked = cluster
     cluster = cluster or planning.detect_cluster()
-    paths = RunPaths(Path(run_dir))
     if dry_run:
+        paths = RunPaths(Path(run_dir) if run_dir is not None else DEFAULT_ROOT / time.strftime("run-%Y%m%d-%H%M%S"))
         if cluster != "slurm":
             raise AzhpcError("--dry-run prints SLURM job scripts: add --cluster slurm (no cluster is needed to print them)")
         cfg = load_config(config_path, overrides)
@@ -53,21 +71,32 @@ def launch(run_dir: Path, config_path: str | Path | None, overrides: Sequence[st
             chain.close()
         return LaunchResult(paths, plan, scripts=chain.scripts)
 
-    if paths.launch_record.exists():
-        raise RunDirError(f"{paths.root} was already launched ({paths.launch_record}): follow it with azhpc status {paths.root}, "
-                          f"or choose a new --run-dir")
-    if paths.generations():
-        raise RunDirError(f"{paths.root} already holds self-play data made outside azhpc launch: choose a new --run-dir")
     if asked == "slurm" and planning.detect_cluster() != "slurm":
         raise AzhpcError("no SLURM cluster answers here (sinfo failed or is missing): run on a login node, "
                          "or use --cluster local (slurm/testbed/testbed.sh starts a test cluster)")
-    fresh = not paths.root.exists()
-    try:
-        return _launch(paths, config_path, overrides, cluster, detach, command)
-    except BaseException:
-        if fresh:  # nothing ran: leave no half-made run folder behind
-            shutil.rmtree(paths.root, ignore_errors=True)
-        raise
+    if run_dir is None:
+        paths, made = RunPaths(new_run_dir()), True
+    else:
+        paths = RunPaths(check_run_root(Path(run_dir)))
+        try:
+            paths.root.mkdir(parents=True)
+            made = True
+        except FileExistsError:
+            made = False
+        except OSError as exc:
+            raise describe_os_error(exc, paths.root, "making the run folder") from exc
+    with record_lock(paths, f"azhpc launch{' (' + command + ')' if command else ''}"):
+        try:
+            if paths.launch_record.exists():
+                raise RunDirError(f"{paths.root} was already launched ({paths.launch_record}): follow it with azhpc status "
+                                  f"{paths.root}, or choose a new --run-dir")
+            if paths.generations():
+                raise RunDirError(f"{paths.root} already holds self-play data made outside azhpc launch: choose a new --run-dir")
+            return _launch(paths, config_path, overrides, cluster, detach, command)
+        except BaseException:
+            if made:  # this call made the folder and held it throughout: leave no half-made run folder behind
+                shutil.rmtree(paths.root, ignore_errors=True)
+            raise
 
 
 def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str, detach: bool, command: str) -> LaunchResult:

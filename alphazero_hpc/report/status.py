@@ -137,12 +137,15 @@ class RunStatus:
     config_sha256: str
     generations: list[GenerationStatus]
     supervisor: dict[str, Any] | None = None  # local runs: the launch record's supervisor entry
+    scheduler_error: str = ""  # SLURM runs: why the jobs' states are unknown (squeue did not answer)
 
     def to_json(self) -> dict[str, Any]:
         out = {"run": self.run, "time": self.time, "plan": self.plan.to_json(), "config_sha256": self.config_sha256,
                "generations": [g.to_json() for g in self.generations]}
         if self.supervisor is not None:
             out["supervisor"] = self.supervisor
+        if self.scheduler_error:
+            out["scheduler_error"] = self.scheduler_error
         return out
 
 
@@ -207,7 +210,12 @@ def collect(run_dir: Path) -> RunStatus:
         found = [read_task_progress(p) for g in gens for p in paths.progress_files(g)]
         tasks = max([p.num_tasks for p in found if p] or [1])
         plan = LaunchPlan("manual", max(gens, default=-1) + 1, tasks, 1, 0, 1)
-    states = scheduler.query([j.job_id for j in record.jobs]) if record and plan.cluster == "slurm" else {}
+    states, silent = {}, ""
+    if record and plan.cluster == "slurm":
+        try:
+            states = scheduler.query([j.job_id for j in record.jobs])
+        except scheduler.SchedulerSilent as exc:
+            silent = str(exc)
     supervisor = None
     if record is not None and record.supervisor:
         supervisor = dict(record.supervisor)
@@ -216,7 +224,7 @@ def collect(run_dir: Path) -> RunStatus:
             supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
     ledger = _ledger(paths)
     generations = [_generation(paths, cfg, plan, record, states, g, ledger) for g in range(plan.generations)]
-    return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor)
+    return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor, silent)
 
 
 def _ledger(paths: RunPaths) -> tuple[list[dict[str, Any]], str]:
@@ -317,6 +325,8 @@ def render(status: RunStatus) -> str:
     plan = status.plan
     lines = [f"run {status.run}  ({plan.cluster}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s), "
              f"{plan.tasks} self-play tasks/generation, {plan.generations} generations)"]
+    if status.scheduler_error:
+        lines.append(f"  WARNING: {status.scheduler_error}")
     sup = status.supervisor
     if sup:
         lines.append(f"  local supervisor pid {sup.get('pid')} on {sup.get('host')}: {sup.get('state')}"
@@ -365,7 +375,8 @@ def render_brief(status: RunStatus) -> str:
     failed = f", {sp.failed} FAILED" if sp.failed else ""
     return (f"gen {gen.generation}/{len(gens) - 1}: self-play {sp.done}/{sp.tasks} done, {sp.running} running, "
             f"{sp.pending} pending{failed}, {sp.games}/{sp.games_target} games, {sp.positions} positions | "
-            f"train {tr.state} step {tr.step}/{tr.steps or '?'}" + (f" - {tr.error}" if tr.error else ""))
+            f"train {tr.state} step {tr.step}/{tr.steps or '?'}" + (f" - {tr.error}" if tr.error else "")
+            + (f" | WARNING: {status.scheduler_error}" if status.scheduler_error else ""))
 
 
 def _local_jobs(jobs: list[JobRow]) -> str:
@@ -381,8 +392,11 @@ def _active(jobs: list[JobRow]) -> bool:
 
 
 def finished(status: RunStatus) -> tuple[bool, bool]:
-    """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists."""
+    """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists. Never
+    over while the scheduler does not answer: its jobs may well be running."""
     gens = status.generations
+    if status.scheduler_error:
+        return False, False
     sup = status.supervisor
     if gens and gens[-1].train.checkpoint:
         if sup is not None:  # a local run: the supervisor ends after the last evaluation

@@ -20,9 +20,21 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import RunDirError
+
 DEFAULT_ROOT = Path("scratch")
 _SHARD_RE = re.compile(r"^shard-(\d{5})\.json$")
 _MODEL_RE = re.compile(r"^gen-\d{4}\.pt$")
+
+
+def check_run_root(root: Path) -> Path:
+    """``root`` if it can go into job scripts and command lines: no control character (a newline in a path ends
+    an #SBATCH line and starts a shell command). Raises RunDirError naming the character otherwise."""
+    bad = [c for c in str(root) if ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise RunDirError(f"run folder {str(root)!r} has a control character ({bad[0]!r}): choose a path without "
+                          "newlines, tabs or escape characters")
+    return root
 
 
 @dataclass(frozen=True)
