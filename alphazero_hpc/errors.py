@@ -30,6 +30,10 @@ class ShardError(AzhpcError):
         super().__init__(f"shard {self.path}: {reason}")
 
 
+class ShardSchemaError(ShardError):
+    """A shard or sidecar of another schema: written by another azhpc version, not damaged."""
+
+
 class RunDirError(AzhpcError):
     """The run folder cannot be used (read-only, full, conflicting config)."""
 

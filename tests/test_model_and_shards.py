@@ -109,3 +109,36 @@ def test_doctor_reports_cpu_and_missing_or_present_slurm(tmp_path):
     assert checks["device cpu"].ok and "matmul" in checks["device cpu"].detail
     assert checks["run folder"].ok
     assert "sbatch" in checks and "torch" in checks["versions"].detail
+
+
+@pytest.mark.parametrize("dataset,value,message", [
+    ("value_target", lambda d: np.full_like(d, 3), "value_target holds values other than"),
+    ("bitboards", lambda d: d[:, :, :7].copy(), "bitboards have shape"),
+    ("policy_prob", lambda d: np.full_like(d, np.nan), "policy_prob holds negative or non-finite"),
+])
+def test_shard_contents_that_used_to_pass_are_refused(tmp_path, dataset, value, message):
+    import h5py
+
+    run_selfplay_task(tmp_path, 0, 0, 6, None, FAST, evaluator=UniformEvaluator(2))
+    path = RunPaths(tmp_path).shard(0, 0, 0)
+    with h5py.File(path, "r+") as h5:
+        new = value(h5[dataset][...])
+        del h5[dataset]
+        h5[dataset] = new
+    with pytest.raises(ShardError, match=message):
+        read_shard(path)
+
+
+def test_a_damaged_sidecar_is_set_aside_and_its_shard_played_again(tmp_path):
+    import json
+
+    paths = RunPaths(tmp_path)
+    run_selfplay_task(tmp_path, 0, 0, 2, None, FAST, evaluator=UniformEvaluator(2))
+    sidecar = paths.sidecar(0, 0, 1)
+    before = json.loads(sidecar.read_text())
+    broken = {k: v for k, v in before.items() if k != "rows"}
+    sidecar.write_text(json.dumps(broken))
+    p = run_selfplay_task(tmp_path, 0, 0, 2, None, FAST, evaluator=UniformEvaluator(2))  # was: KeyError
+    assert p.status == "done"
+    assert json.loads(sidecar.read_text()) == before  # played again: the same games, the same sidecar
+    assert sidecar.with_name(sidecar.name + ".bad").exists()

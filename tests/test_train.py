@@ -201,3 +201,17 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum ([-+.0-9e]+)", text)
             for name, text in (("clean", clean.stdout), ("stopped", res.stdout))}
     assert sums["clean"] == sums["stopped"] == [(str(steps), sums["clean"][0][1])]
+
+
+def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_training_goes_on(tmp_path):
+    import json
+
+    paths = make_run(tmp_path)
+    sidecar = paths.sidecar(0, 0, 2)
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**meta, "rows": meta["rows"] + 500}))  # was: IndexError in the data loader
+    res = train(tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"{meta['rows']} rows, its sidecar says {meta['rows'] + 500}" in res.stderr
+    assert paths.model(1).exists()
+    assert paths.shard(0, 0, 2).with_name("shard-00002.h5.bad").exists() and not sidecar.exists()

@@ -9,19 +9,20 @@ attempt would have.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Sequence
 
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
-from ..errors import AzhpcError, CheckpointError
+from ..errors import AzhpcError, CheckpointError, ShardError, ShardSchemaError
 from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
 from ..store import atomic
 from ..store.paths import RunPaths
 from ..store.progress import ProgressFile, TaskProgress, read_task_progress
 from ..store.runconfig import resolve_run_config
-from ..store.shards import read_sidecar
+from ..store.shards import quarantine, read_sidecar
 from .engine import GameRecord, SelfPlayEngine
 from .output import write_complete_shard
 from .plan import Pacer, TaskPlan, plan_task
@@ -39,6 +40,21 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
     model, _ = load_model(model_path, expect=cfg.model)
     dev = pick_device(device)
     return TorchEvaluator(model, dev), file_digest(model_path)
+
+
+def _complete_shards(paths: RunPaths, generation: int, task: int) -> list[int]:
+    """The task's complete shards; one whose sidecar is damaged is set aside (``.bad``) to be played again."""
+    done = []
+    for shard in paths.complete_shards(generation, task):
+        try:
+            read_sidecar(paths.sidecar(generation, task, shard))
+            done.append(shard)
+        except ShardSchemaError:
+            raise
+        except ShardError as exc:
+            quarantine(paths.shard(generation, task, shard))
+            print(f"azhpc: {exc}; set aside as .bad, playing shard {shard} again", file=sys.stderr, flush=True)
+    return done
 
 
 def _restore(progress: TaskProgress, paths: RunPaths, generation: int, task: int, done: list[int]) -> None:
@@ -70,20 +86,17 @@ def run_selfplay_task(
     task_dir = paths.task_dir(generation, task)
     task_dir.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temporaries(task_dir)
-    done = paths.complete_shards(generation, task)
-    missing = [k for k in range(plan.shards) if k not in set(done)]
-
     progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games, shards_target=plan.shards)
+    pf = ProgressFile(paths.progress(generation, task), progress)
+    try:  # a shard of another schema stops here, before any work, and says so in progress
+        done = _complete_shards(paths, generation, task)
+    except ShardSchemaError as exc:
+        pf.fail(exc)
+        raise
+    missing = [k for k in range(plan.shards) if k not in set(done)]
     previous = read_task_progress(paths.progress(generation, task))
     if previous is not None:
         progress.attempt = previous.attempt + (0 if previous.status == "done" and not missing else 1)
-    pf = ProgressFile(paths.progress(generation, task), progress)
-    try:  # a shard of another schema or a broken sidecar stops here, before any work, and says so in progress
-        for shard in done:
-            read_sidecar(paths.sidecar(generation, task, shard))
-    except AzhpcError as exc:
-        pf.fail(exc)
-        raise
     _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
     if not missing:
         progress.status = "done"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 from .. import __version__
 from . import atomic
 from ..game.encoding import PositionBatch
-from ..errors import ShardError
+from ..errors import ShardError, ShardSchemaError
 from .paths import RunPaths
 
 SHARD_SCHEMA = 1
@@ -172,12 +173,28 @@ def read_sidecar(path: Path) -> Sidecar:
         raise ShardError(path, f"unreadable sidecar ({exc}); delete it and rerun the task to rewrite the shard") from exc
     schema = meta.get("schema_version") if isinstance(meta, dict) else None
     if schema != SHARD_SCHEMA:
-        raise ShardError(path, f"sidecar of schema {schema}, this azhpc {__version__} reads schema {SHARD_SCHEMA}: "
-                               "use the azhpc version that wrote the run, or a new --run-dir")
+        raise ShardSchemaError(path, f"sidecar of schema {schema}, this azhpc {__version__} reads schema {SHARD_SCHEMA}: "
+                                     "use the azhpc version that wrote the run, or a new --run-dir")
     try:
         return Sidecar.from_json(meta)
     except (KeyError, TypeError) as exc:
         raise ShardError(path, f"sidecar without a valid {exc}; delete it and rerun the task to rewrite the shard") from exc
+
+
+QUARANTINE_SUFFIX = ".bad"
+
+
+def quarantine(shard: Path) -> list[Path]:
+    """Set a bad shard aside: its sidecar and the shard are renamed ``*.bad`` (the sidecar first: the shard stops
+    counting as complete, so the task's rerun plays it again); kept for a post-mortem, read by nothing."""
+    moved = []
+    for path in (shard.with_suffix(".json"), shard):
+        try:
+            os.replace(path, path.with_name(path.name + QUARANTINE_SUFFIX))
+            moved.append(path)
+        except FileNotFoundError:
+            pass  # another rank or worker set it aside first
+    return moved
 
 
 def write_sidecar(path: Path, sidecar: Sidecar) -> None:
@@ -214,7 +231,7 @@ def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData
             if attrs.get("format") != SHARD_FORMAT:
                 raise ShardError(path, f"not an azhpc self-play shard (format {attrs.get('format')!r})")
             if attrs.get("schema_version") != SHARD_SCHEMA:
-                raise ShardError(path, f"schema {attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
+                raise ShardSchemaError(path, f"schema {attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
             data = {}
             for name in list(ROW_DATASETS) + list(FLAT_DATASETS):
                 if name not in h5:
@@ -228,7 +245,15 @@ def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData
     for name, (dtype, _) in ROW_DATASETS.items():
         if data[name].dtype != np.dtype(dtype) or len(data[name]) != rows:
             raise ShardError(path, f"dataset {name} has dtype {data[name].dtype} and {len(data[name])} rows, expected {dtype} and {rows}")
+    if data["bitboards"].ndim != 3 or data["bitboards"].shape[2] != 8:
+        raise ShardError(path, f"bitboards have shape {data['bitboards'].shape}, expected [rows, history, 8]")
     history = data["bitboards"].shape[1]
+    if data["repetitions"].shape != (rows, history):
+        raise ShardError(path, f"repetitions have shape {data['repetitions'].shape}, expected [{rows}, {history}]")
+    if rows and not np.isin(data["value_target"], (-1, 0, 1)).all():
+        raise ShardError(path, "value_target holds values other than -1, 0 and 1")
+    if not np.isfinite(data["root_value"]).all():
+        raise ShardError(path, "root_value is not finite")
     if expect_history is not None and history != expect_history:
         raise ShardError(path, f"{history} history steps, the model expects {expect_history}")
     total = int(data["policy_count"].astype(np.int64).sum())
@@ -237,6 +262,8 @@ def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData
             raise ShardError(path, f"dataset {name} has {len(data[name])} entries, policy_count sums to {total}")
     if total and int(data["policy_index"].max()) >= 4672:
         raise ShardError(path, "policy_index out of range")
+    if total and not (np.isfinite(data["policy_prob"]).all() and (data["policy_prob"] >= 0).all()):
+        raise ShardError(path, "policy_prob holds negative or non-finite values")
     shard = ShardData(
         positions=PositionBatch(data["bitboards"], data["repetitions"], data["turn"].astype(bool), data["castling"], data["halfmove"]),
         policy_count=data["policy_count"], policy_index=data["policy_index"], policy_prob=data["policy_prob"],

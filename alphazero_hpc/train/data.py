@@ -24,7 +24,7 @@ from ..errors import AzhpcError, ShardError
 from ..arrays import ragged_ranges
 from ..store.paths import RunPaths
 from ..cluster.preempt import ignore_stop_signals
-from ..store.shards import ShardData, read_shard, read_sidecar
+from ..store.shards import ShardData, quarantine, read_shard, read_sidecar
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,9 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
                 try:
                     meta = read_sidecar(paths.sidecar(gen, task, shard))
                 except ShardError as exc:
-                    print(f"azhpc train: skipping {exc}", file=sys.stderr, flush=True)
+                    quarantine(paths.shard(gen, task, shard))
+                    print(f"azhpc train: skipping {exc} (set aside as .bad; azhpc resume plays it again)",
+                          file=sys.stderr, flush=True)
                     continue
                 if meta.rows > 0:
                     refs.append(ShardRef(str(paths.shard(gen, task, shard)), meta.rows, gen))
@@ -155,9 +157,12 @@ class WindowDataset(IterableDataset):
                     ref = self.plan.shards[sid]
                     try:
                         loaded[sid] = read_shard(Path(ref.path))[0]
+                        if len(loaded[sid]) != ref.rows:
+                            raise ShardError(ref.path, f"{len(loaded[sid])} rows, its sidecar says {ref.rows}")
                     except ShardError as exc:
                         loaded[sid] = None
-                        bad.append(str(exc))
+                        quarantine(Path(ref.path))
+                        bad.append(f"{exc} (set aside as .bad; azhpc resume plays it again)")
                 data = loaded[sid]
                 if data is not None:
                     parts.append(decode(data, rows[sids == sid], self.q_ratio))

@@ -168,7 +168,7 @@ class Trainer:
         s = self._start(steps, mine)
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio))
-        total_rows, bad_rows = sum(r.rows for r in mine), 0
+        total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
         t_last = time.perf_counter()
         first_step, nonfinite = s.step, 0
         while s.step < steps:
@@ -178,7 +178,10 @@ class Trainer:
             t_data = time.perf_counter() - t0
             for note in batch["bad"]:
                 print(f"azhpc train: rank {self.env.rank} skipping {note}", file=sys.stderr, flush=True)
-                bad_rows += next((r.rows for r in mine if r.path in note), 0)
+                for ref in mine:  # each bad shard counts once (every loader worker that reads it reports it)
+                    if ref.path in note and ref.path not in bad:
+                        bad.add(ref.path)
+                        bad_rows += ref.rows
             if bad_rows > total_rows // 2:
                 raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
             if "planes" not in batch:
