@@ -648,3 +648,65 @@ def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_pa
         res = run_cli(*args, "--config", str(TINY), "--run-dir", bad)
         assert res.returncode == 1 and "control character" in res.stderr
     assert not list(tmp_path.glob("x*"))
+
+
+def _local_record(paths, supervisor: dict, jobs=()):
+    from alphazero_hpc.launch.plan import LaunchPlan
+    from alphazero_hpc.launch.record import LaunchRecord, write_record
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    resolve_run_config(paths, TINY, [])
+    write_record(paths, LaunchRecord(plan=LaunchPlan("local", 1, 1, 1, 0, 1), supervisor=supervisor, jobs=list(jobs)))
+
+
+def test_local_cancel_and_resume_from_another_machine_touch_nothing(tmp_path):
+    """The recorded pid is another host's: an unrelated process here with that pid must survive."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        paths = RunPaths(tmp_path / "run")
+        _local_record(paths, {"pid": bystander.pid, "host": "some-other-node", "state": "running"})
+        r = run_cli("cancel", str(paths.root))
+        assert r.returncode == 1 and "started on some-other-node" in r.stderr
+        r = run_cli("resume", str(paths.root))
+        assert r.returncode == 1 and "started on some-other-node" in r.stderr
+        assert bystander.poll() is None  # the old cancel SIGTERMed it
+    finally:
+        bystander.kill()
+
+
+def test_a_reused_pid_is_not_the_supervisor(tmp_path):
+    import socket
+
+    bystander = subprocess.Popen(["sleep", "60"])  # not an azhpc process, though it has the recorded pid
+    try:
+        paths = RunPaths(tmp_path / "run")
+        _local_record(paths, {"pid": bystander.pid, "host": socket.gethostname(), "state": "running"})
+        r = run_cli("cancel", str(paths.root))
+        assert r.returncode == 0, r.stderr
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+
+
+def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
+    import socket
+    import sys
+
+    from alphazero_hpc.launch.record import JobRecord, read_record
+    from alphazero_hpc.launch.resume import resume
+
+    # a stand-in for a self-play stage whose supervisor was SIGKILLed: alive, and an azhpc process by its command line
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "alphazero_hpc.launch.stages", "selfplay"])
+    try:
+        paths = RunPaths(tmp_path / "run")
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        host = socket.gethostname()
+        _local_record(paths, {"pid": gone.pid, "host": host, "state": "running"},
+                      [JobRecord(0, "selfplay", f"local-{orphan.pid}", [0, 1], state="running", host=host)])
+        result = resume(paths.root, detach=False)
+        assert result.cancelled == [f"local-{orphan.pid}"] and result.run_here
+        assert orphan.wait(30) is not None  # stopped: no second copy of the task beside the new one
+        assert read_record(paths).jobs[0].state == "stopped"
+    finally:
+        orphan.kill()

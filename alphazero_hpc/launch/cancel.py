@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..store.paths import RunPaths
-from .record import pid_alive, read_record, record_lock, write_record
+from .record import azhpc_process_alive, read_record, record_lock, stop_orphans, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -37,19 +37,18 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
         record = read_record(paths) or record
     else:
         live = []
+        host = record.supervisor.get("host", "")
         pid = int(record.supervisor.get("pid", 0) or 0)
-        if record.supervisor.get("state") == "running" and pid_alive(pid):
+        if record.supervisor.get("state") == "running" and azhpc_process_alive(pid, host):
             os.kill(pid, signal.SIGTERM)
             live.append(f"local-{pid}")
             deadline = time.time() + timeout_s
-            while pid_alive(pid) and time.time() < deadline:
+            while azhpc_process_alive(pid, host) and time.time() < deadline:
                 time.sleep(0.2)
         record = read_record(paths) or record
-        for job in record.jobs:  # stage processes a dead supervisor left behind
+        live += stop_orphans(record, timeout_s)
+        for job in record.jobs:
             if job.state == "running" and job.local_pid:
-                if pid_alive(job.local_pid):
-                    os.kill(job.local_pid, signal.SIGTERM)
-                    live.append(job.job_id)
                 job.state = "cancelled"
         if record.supervisor.get("state") == "running":
             record.supervisor["state"] = "cancelled"

@@ -74,7 +74,8 @@ class LocalSupervisor:
         with open(log, "ab") as fh:
             popen = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.stages", stage, *args], stdout=fh,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(slot, threads))
-        job = JobRecord(generation, stage, f"local-{popen.pid}", tasks, attempt, state="running", log=str(log))
+        job = JobRecord(generation, stage, f"local-{popen.pid}", tasks, attempt, state="running", log=str(log),
+                        host=socket.gethostname())
         self.record.jobs.append(job)
         self._save()
         return _Proc(job, popen, slot)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,7 @@ class JobRecord:
     exit_code: int | None = None
     log: str = ""
     indices: list[int] = field(default_factory=list)  # element i runs task indices[i]; empty: tasks[0] + i
+    host: str = ""  # local stages: the machine the process runs on (its pid means nothing elsewhere)
 
     def task_ids(self) -> list[int]:
         return list(self.indices) if self.indices else list(range(self.tasks[0], self.tasks[1]))
@@ -78,6 +80,27 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class ElsewhereError(RunDirError):
+    """The process is on another machine: nothing about it can be checked or signalled from here."""
+
+
+def azhpc_process_alive(pid: int, host: str) -> bool:
+    """Whether ``pid`` is a live azhpc process (supervisor or stage) of this run's machine. A pid recorded on
+    another host raises ``ElsewhereError``; a pid reused by an unrelated process since is not alive for us."""
+    here = socket.gethostname()
+    if host and host != here:
+        raise ElsewhereError(f"the run's local processes were started on {host}, this is {here}: run this command on "
+                             f"{host} (a pid means nothing on another machine)")
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"alphazero_hpc" in fh.read()
+    except OSError:
+        return True  # no /proc: trust the pid
+
 
 
 @dataclass
@@ -132,6 +155,23 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def stop_orphans(record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
+    """Stop the stage processes of a supervisor that is gone (SIGKILLed: its children run on). SIGTERM makes a
+    stage stop at its next safe point (complete shards and training states stay); they are marked stopped.
+    Returns their job ids. A stage recorded on another machine raises ElsewhereError."""
+    orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
+    for job in orphans:
+        os.kill(job.local_pid, signal.SIGTERM)
+    deadline = time.time() + timeout_s
+    for job in orphans:
+        while azhpc_process_alive(job.local_pid, job.host) and time.time() < deadline:
+            time.sleep(0.1)
+        if azhpc_process_alive(job.local_pid, job.host):
+            os.kill(job.local_pid, signal.SIGKILL)
+        job.state, job.exit_code = "stopped", None
+    return [j.job_id for j in orphans]
 
 
 def write_record(paths: RunPaths, record: LaunchRecord) -> None:

@@ -28,7 +28,7 @@ from ..store.paths import RunPaths
 from ..store.progress import read_task_progress, read_train_progress, task_done
 from ..store.runconfig import read_run_config
 from . import plan as planning
-from .record import JobRecord, LaunchRecord, pid_alive, read_record, record_lock, write_record
+from .record import JobRecord, LaunchRecord, azhpc_process_alive, read_record, record_lock, stop_orphans, write_record
 
 RAN_AND_FAILED = scheduler.FAILED - {"CANCELLED"}  # a cancelled job never counts as an attempt that failed
 
@@ -96,9 +96,13 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
         result.message = f"the run is complete ({paths.model(record.plan.generations)} exists): nothing to resume"
         return result
     pid = int(record.supervisor.get("pid", 0) or 0)
-    if record.supervisor.get("state") == "running" and pid_alive(pid):
+    if record.supervisor.get("state") == "running" and azhpc_process_alive(pid, record.supervisor.get("host", "")):
         result.message = f"the local supervisor (pid {pid}) is still running this run: nothing to resume"
         return result
+    orphans = stop_orphans(record)  # a supervisor killed hard leaves its stage processes running: never two copies
+    if orphans:
+        write_record(paths, record)
+        result.cancelled = orphans
     g = next(g for g in range(record.plan.generations) if not paths.model(g + 1).exists())
     for t in range(record.plan.tasks):
         failed = record.local_failures(g, t)

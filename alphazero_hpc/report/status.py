@@ -23,7 +23,7 @@ from ..errors import AzhpcError
 from ..evaluate.elo import format_elo
 from ..evaluate.ledger import read_ledger
 from ..launch.plan import LaunchPlan
-from ..launch.record import JobRecord, LaunchRecord, pid_alive, read_record
+from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, azhpc_process_alive, read_record
 from ..store.paths import RunPaths
 from ..store.progress import TaskProgress, read_eval_progress, read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
@@ -149,6 +149,14 @@ class RunStatus:
         return out
 
 
+def _alive(pid: int, host: str) -> bool | None:
+    """Whether a local run's process is alive; None when it runs on another machine (status believes the record)."""
+    try:
+        return azhpc_process_alive(pid, host)
+    except ElsewhereError:
+        return None
+
+
 def _metrics(paths: RunPaths, generation: int) -> dict[str, Any]:
     """The last complete line of the training job's metrics (the job writing ``generation + 1``)."""
     path = paths.train_metrics(generation + 1)
@@ -173,7 +181,7 @@ def _task_state(t: int, progress: TaskProgress | None, record: LaunchRecord | No
         if jobs:
             job = jobs[-1]
             if record.plan.cluster == "local":
-                if job.state == "running" and pid_alive(job.local_pid):
+                if job.state == "running" and _alive(job.local_pid, job.host) is not False:  # None: another machine's
                     return "running", ""
                 if job.state == "failed" or job.state == "running":
                     return "failed", (progress.error if progress else "") or f"process exited with status {job.exit_code}"
@@ -219,7 +227,7 @@ def collect(run_dir: Path) -> RunStatus:
     supervisor = None
     if record is not None and record.supervisor:
         supervisor = dict(record.supervisor)
-        if supervisor.get("state") == "running" and not pid_alive(int(supervisor.get("pid", 0) or 0)):
+        if supervisor.get("state") == "running" and _alive(int(supervisor.get("pid", 0) or 0), supervisor.get("host", "")) is False:
             supervisor["state"] = "lost"
             supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
     ledger = _ledger(paths)

@@ -87,6 +87,10 @@ def run_selfplay_task(
     task_dir.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temporaries(task_dir)
     progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games, shards_target=plan.shards)
+    previous = read_task_progress(paths.progress(generation, task))
+    if previous is not None:
+        missing = set(range(plan.shards)) - set(paths.complete_shards(generation, task))
+        progress.attempt = previous.attempt + (0 if previous.status == "done" and not missing else 1)
     pf = ProgressFile(paths.progress(generation, task), progress)
     try:  # a shard of another schema stops here, before any work, and says so in progress
         done = _complete_shards(paths, generation, task)
@@ -94,9 +98,6 @@ def run_selfplay_task(
         pf.fail(exc)
         raise
     missing = [k for k in range(plan.shards) if k not in set(done)]
-    previous = read_task_progress(paths.progress(generation, task))
-    if previous is not None:
-        progress.attempt = previous.attempt + (0 if previous.status == "done" and not missing else 1)
     _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
     if not missing:
         progress.status = "done"
