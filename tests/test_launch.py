@@ -710,3 +710,29 @@ def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
         assert read_record(paths).jobs[0].state == "stopped"
     finally:
         orphan.kill()
+
+
+def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
+    """A watching status re-reads no unchanged sidecar and only the tail of metrics.jsonl."""
+    from alphazero_hpc.report import status as status_mod
+    from alphazero_hpc.search.fakes import UniformEvaluator
+    from alphazero_hpc.selfplay.task import run_selfplay_task
+    from alphazero_hpc.store import shards as shards_mod
+
+    paths = RunPaths(tmp_path)
+    run_selfplay_task(tmp_path, 0, 0, 1, TINY, ["selfplay.games_per_generation=4", "selfplay.games_per_shard=1",
+                                                "selfplay.max_plies=20"], evaluator=UniformEvaluator(2))
+    reads = []
+    real = shards_mod.read_sidecar
+    monkeypatch.setattr(shards_mod, "read_sidecar", lambda p: reads.append(p) or real(p))
+    monkeypatch.setattr(status_mod, "_SIDECARS", shards_mod.SidecarCache())
+    first = status_mod.collect(tmp_path)
+    assert len(reads) == 4 and first.generations[0].selfplay.shards == 4
+    status_mod.collect(tmp_path)
+    assert len(reads) == 4  # nothing new: nothing read
+    # metrics.jsonl: a megabyte of old lines (not even valid text) before the last row; only the tail is read
+    metrics = paths.train_metrics(1)
+    metrics.parent.mkdir(parents=True)
+    metrics.write_bytes(b"\xff" * 1_000_000 + b'\n{"step": 7, "steps": 9, "policy_loss": 1.5, "value_loss": 0.5}\n')
+    st = status_mod.collect(tmp_path)
+    assert st.generations[0].train.step == 7 and st.generations[0].train.policy_loss == 1.5

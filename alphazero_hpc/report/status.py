@@ -27,7 +27,7 @@ from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, azhpc_proce
 from ..store.paths import RunPaths
 from ..store.progress import TaskProgress, read_eval_progress, read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
-from ..store.shards import generation_totals
+from ..store.shards import SidecarCache, generation_totals
 
 
 @dataclass(frozen=True)
@@ -157,17 +157,29 @@ def _alive(pid: int, host: str) -> bool | None:
         return None
 
 
-def _metrics(paths: RunPaths, generation: int) -> dict[str, Any]:
-    """The last complete line of the training job's metrics (the job writing ``generation + 1``)."""
+_SIDECARS = SidecarCache()  # one per process: a watching status re-reads only new sidecars
+
+
+def _metrics(paths: RunPaths, generation: int, tail: int = 16384) -> dict[str, Any]:
+    """The last complete line of the training job's metrics (the job writing ``generation + 1``). Only the file's
+    last ``tail`` bytes are read: it grows by a line per step, and status reads it at every refresh."""
     path = paths.train_metrics(generation + 1)
-    last = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                last = json.loads(line)
-            except json.JSONDecodeError:
-                pass  # a line being written
-    return last
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - tail))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line being written, or the cut first line of the tail
+        if isinstance(row, dict):
+            return row
+    return {}
 
 
 def _task_state(t: int, progress: TaskProgress | None, record: LaunchRecord | None, states: dict,
@@ -267,7 +279,7 @@ def _selfplay(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchReco
         false_positives += p.resign_false_positives
         if state == "running":
             rate += p.games_per_s
-    games, positions, shards = generation_totals(paths, g)
+    games, positions, shards = generation_totals(paths, g, _SIDECARS)
     return SelfPlayStatus(**counts, tasks=plan.tasks, games=games, games_target=cfg.selfplay.games_per_generation,
                           positions=positions, shards=shards, games_per_s=rate,
                           avg_game_plies=plies / in_shards if in_shards else 0.0, wdl=wdl,

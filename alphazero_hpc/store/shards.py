@@ -201,18 +201,43 @@ def write_sidecar(path: Path, sidecar: Sidecar) -> None:
     atomic.write_json(path, sidecar.to_json(), doing="writing shard sidecar")
 
 
-def generation_totals(paths: RunPaths, generation: int) -> tuple[int, int, int]:
+class SidecarCache:
+    """Sidecars read once: a sidecar is written once, atomically, so an unchanged (mtime, size) means unchanged
+    contents. ``azhpc status --watch`` and ``--wait`` refresh every few seconds on shared storage (Lustre, NFS),
+    where a small read costs far more than a stat: each refresh reads only the sidecars written since."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, tuple[tuple[int, int], Sidecar | None]] = {}
+
+    def read(self, path: Path) -> Sidecar | None:
+        """The sidecar, or None when it cannot be read (it counts as a shard without games: the trainer says why)."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._seen.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            meta: Sidecar | None = read_sidecar(path)
+        except ShardError:
+            meta = None
+        self._seen[path] = (key, meta)
+        return meta
+
+
+def generation_totals(paths: RunPaths, generation: int, cache: SidecarCache | None = None) -> tuple[int, int, int]:
     """(games, positions, shards) of a generation's complete shards, from the sidecars (a sidecar that
     cannot be read counts as a shard but adds no games or positions: the trainer reports and skips it)."""
+    cache = cache or SidecarCache()
     games = positions = shards = 0
     for sidecar in paths.sidecars(generation):
         shards += 1
-        try:
-            meta = read_sidecar(sidecar)
-        except ShardError:
-            continue
-        games += meta.games
-        positions += meta.rows
+        meta = cache.read(sidecar)
+        if meta is not None:
+            games += meta.games
+            positions += meta.rows
     return games, positions, shards
 
 
