@@ -97,7 +97,11 @@ def azhpc_process_alive(pid: int, host: str) -> bool:
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"alphazero_hpc" in fh.read()
+            cmdline = fh.read()
+        if not cmdline:  # a zombie (exited, not yet reaped) has none: still on its way out, as before
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+        return b"alphazero_hpc" in cmdline
     except OSError:
         return True  # no /proc: trust the pid
 

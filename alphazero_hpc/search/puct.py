@@ -140,16 +140,6 @@ class BatchedSearch:
             d += 1
         return path, leaf, leaf_edge, leaf_parent, depth
 
-    def step(self, roots: Sequence[int], root_fpu: np.ndarray | None = None) -> None:
-        """One simulation for each root (or its first evaluation if it is not expanded)."""
-        pending = self.prepare(roots, root_fpu)
-        if pending.planes is None:
-            self.finish(pending, None, None)
-        else:
-            logits, values, seconds = self.evaluate(pending.planes)
-            self.stats.t_network += seconds
-            self.finish(pending, logits, values)
-
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """The evaluator's answer and the seconds it took (safe to call from another thread)."""
         t0 = time.perf_counter()

@@ -21,8 +21,29 @@ from .shards import Sidecar
 PROGRESS_SCHEMA = 1
 
 
+class _JsonRecord:
+    """A progress record as the JSON object of its file, and back (fields this version does not know are ignored)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]):  # noqa: ANN206 - the subclass
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _read(cls: type, path: Path):  # noqa: ANN202
+    """The record of ``cls`` in ``path``; None when the file is missing, unreadable or not such a record."""
+    data = _read_object(path)
+    try:
+        return cls.from_json(data) if data is not None else None
+    except TypeError:  # a field missing: not a record of this kind
+        return None
+
+
 @dataclass
-class TaskProgress:
+class TaskProgress(_JsonRecord):
     generation: int
     task: int
     num_tasks: int
@@ -62,14 +83,6 @@ class TaskProgress:
     error: str = ""
     traceback: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskProgress:
-        """Read back what ``to_json`` wrote (fields this version does not know are ignored)."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
     def add_shard(self, sidecar: Sidecar) -> None:
         """Count a complete shard (its sidecar) into the task's totals."""
@@ -126,11 +139,7 @@ def read_progress(path: Path) -> dict[str, Any] | None:
 
 def read_task_progress(path: Path) -> TaskProgress | None:
     """A self-play task's progress read back; None when it is missing or unreadable."""
-    data = _read_object(path)
-    try:
-        return TaskProgress.from_json(data) if data is not None else None
-    except TypeError:  # a field missing: not a progress file of this azhpc
-        return None
+    return _read(TaskProgress, path)
 
 
 def task_done(progress_path: Path) -> bool:
@@ -140,7 +149,7 @@ def task_done(progress_path: Path) -> bool:
 
 
 @dataclass
-class TrainProgress:
+class TrainProgress(_JsonRecord):
     """``train/gen-N/progress.json``: the training job writing network N, written by its first node."""
 
     generation: int
@@ -157,25 +166,14 @@ class TrainProgress:
     updated: float = field(default_factory=time.time)
     error: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrainProgress:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def read_train_progress(path: Path) -> TrainProgress | None:
-    data = _read_object(path)
-    try:
-        return TrainProgress.from_json(data) if data is not None else None
-    except TypeError:
-        return None
+    return _read(TrainProgress, path)
 
 
 @dataclass
-class EvalProgress:
+class EvalProgress(_JsonRecord):
     """``eval/gen-N/progress.json``: the evaluation stage of network N, one result line per opponent played."""
 
     generation: int
@@ -188,18 +186,7 @@ class EvalProgress:
     started: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> EvalProgress:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def read_eval_progress(path: Path) -> EvalProgress | None:
-    data = _read_object(path)
-    try:
-        return EvalProgress.from_json(data) if data is not None else None
-    except TypeError:
-        return None
+    return _read(EvalProgress, path)
