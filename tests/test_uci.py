@@ -141,3 +141,24 @@ def test_a_training_state_is_not_taken_for_a_network(tmp_path):
     state.write_bytes(buffer.getvalue())
     with pytest.raises(CheckpointError, match="training state, not a network"):
         load_model(state)
+
+
+def test_gumbel_search_answers_nodes_and_movetime():
+    import dataclasses
+    import io
+
+    from alphazero_hpc.config import MCTSConfig
+    from alphazero_hpc.evaluate.uci import UciEngine
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.search.fakes import MaterialEvaluator
+
+    out = io.StringIO()
+    eng = UciEngine(MaterialEvaluator(2), dataclasses.replace(MCTSConfig(), algorithm="gumbel", gumbel_considered=64),
+                    search_rules(10**6), 16, None, out, "gumbel")
+    eng.handle("position fen 4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1")  # the rook takes the hanging queen
+    eng.handle("go nodes 64")
+    eng._finish_search()
+    eng.handle("go movetime 300")
+    eng._finish_search()
+    answers = [line for line in out.getvalue().splitlines() if line.startswith("bestmove")]
+    assert answers == ["bestmove d2d5", "bestmove d2d5"]
