@@ -451,18 +451,22 @@ def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int,
               help="Games of each arm's last network against random, greedy and Stockfish.")
 @click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,
               help="Games of each earlier network against random.")
+@click.option("--ladder-every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Only every K-th earlier network plays random (the last one always plays every anchor).")
 @click.option("--stockfish-nodes", type=click.IntRange(min=1), default=100, show_default=True,
               help="Stockfish's node limit (skill 0) as an anchor.")
 @click.option("--device", default="cpu", show_default=True, help="Device of the evaluations.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP + " Applies to every arm.")
 def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float, arms: str, games: int,
-                       ladder_games: int, stockfish_nodes: int, device: str, overrides: tuple[str, ...]) -> None:
+                       ladder_games: int, ladder_every: int, stockfish_nodes: int, device: str,
+                       overrides: tuple[str, ...]) -> None:
     """Arms of search (PUCT; Gumbel at 8 and 16 simulations, with and without q-mixing) side by side on one CPU
     budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only)."""
     from .tools.learning import render, run_benchmark
 
     result, ladder = run_benchmark(out_dir, config_path, [a.strip() for a in arms.split(",") if a.strip()],
-                                   budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo)
+                                   budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo,
+                                   ladder_every)
     click.echo(render(result, ladder))
     click.echo(f"ladder in {out_dir / 'ladder.json'}; azhpc plot {out_dir} draws Elo per CPU-hour")
 

@@ -105,12 +105,12 @@ def _save_arm(out: BenchmarkPaths, arm: ArmResult) -> None:
 
 
 def evaluate_arm(out: BenchmarkPaths, arm: ArmResult, games: int, ladder_games: int, stockfish_nodes: int,
-                 device: str, echo: Callable[[str], None]) -> None:
-    """Every network of the arm against random (``ladder_games``), its last one against random, greedy and
-    Stockfish (``games``), chess rules only. Matches already in the arm's ledger are not played again."""
+                 device: str, echo: Callable[[str], None], every: int = 1) -> None:
+    """Every ``every``-th network of the arm against random (``ladder_games``), its last one against random, greedy
+    and Stockfish (``games``), chess rules only. Matches already in the arm's ledger are not played again."""
     paths = out.arm(arm.name)
     cfg = read_run_config(paths)
-    for g in range(1, arm.generations + 1):
+    for g in [*range(every, arm.generations, every), arm.generations]:
         opponents = ["random"] if g < arm.generations else ["random", "greedy", f"stockfish:skill=0,nodes={stockfish_nodes}"]
         for opponent in opponents:
             n = games if g == arm.generations else ladder_games
@@ -138,7 +138,7 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
 
 def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_cpu_hours: float, games: int = 40,
                   ladder_games: int = 10, stockfish_nodes: int = 100, device: str = "cpu", common: Sequence[str] = (),
-                  echo: Callable[[str], None] = print) -> tuple[list[ArmResult], list[dict[str, Any]]]:
+                  echo: Callable[[str], None] = print, ladder_every: int = 1) -> tuple[list[ArmResult], list[dict[str, Any]]]:
     """Train every arm on ``budget_cpu_hours`` (``common``: overrides for all of them), evaluate, fit the ladder."""
     unknown = [a for a in arm_names if a not in ARMS]
     if unknown:
@@ -150,7 +150,7 @@ def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_
         echo(f"[{name}] training on {budget_cpu_hours:g} CPU-hours: {' '.join(ARMS[name]) or 'the config as it is'}")
         arms.append(train_arm(out, name, config, [*common, *ARMS[name]], budget_s, echo))
     for arm in arms:
-        evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo)
+        evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo, ladder_every)
     return arms, combined_ladder(out, arms)
 
 
