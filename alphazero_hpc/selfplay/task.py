@@ -79,8 +79,8 @@ def run_selfplay_task(
     or ``stopped`` (a stop signal, or ``deadline`` too close for the next shard) with shards still missing."""
     paths = RunPaths(Path(run_dir))
     if generation > 0 and evaluator is None and not paths.model(generation).exists():  # before anything is written
-        raise CheckpointError(f"{paths.model(generation)} not found: generation {generation} plays with the network "
-                              f"training wrote; train generation {generation - 1} first, or play generation 0")
+        raise CheckpointError(f"checkpoint {paths.model(generation)} not found: train the previous generation first "
+                              f"(azhpc train --generation {generation - 1}) or check --run-dir/--generation")
     cfg = resolve_run_config(paths, config_path, overrides)
     plan = plan_task(cfg, task, num_tasks)
     task_dir = paths.task_dir(generation, task)
