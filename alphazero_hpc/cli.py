@@ -446,7 +446,7 @@ def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int,
 @click.option("--budget-cpu-hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
               help="CPU time of self-play and training per arm (every process the arm starts).")
 @click.option("--arms", default="puct,gumbel8,gumbel8-q,gumbel16,gumbel16-q", show_default=True,
-              help="Comma list of: puct, gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5).")
+              help="Comma list of: puct (24 simulations), gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5).")
 @click.option("--games", type=click.IntRange(min=2), default=40, show_default=True,
               help="Games of each arm's last network against random, greedy and Stockfish.")
 @click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,

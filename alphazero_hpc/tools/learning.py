@@ -33,11 +33,12 @@ from ..store import atomic
 from ..store.paths import BenchmarkPaths
 from ..store.runconfig import read_run_config
 
+_PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0")
 ARMS: dict[str, tuple[str, ...]] = {
-    "puct": (),  # the config's own search (AlphaZero's PUCT)
-    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2"),
+    "puct": _PUCT,  # AlphaZero's PUCT as the toolkit ran it before Gumbel search (configs/learn.yaml's old settings)
+    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0"),
     "gumbel8-q": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0.5"),
-    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4"),
+    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0"),
     "gumbel16-q": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5"),
 }
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
