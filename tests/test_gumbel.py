@@ -89,8 +89,11 @@ def test_two_simulations_two_moves_play_the_better_one():
     assert puct.best_move.uci() == "e2e4"
 
 
-# (m, n) -> the visit count a simulation looks for, from the paper's schedule (and mctx's seq_halving).
+# (m, n) -> the visit count a simulation looks for, from the paper's schedule. (4, 8), (16, 16), (2, 2), (4, 16) and
+# (16, 50) are what mctx's seq_halving.get_sequence_of_considered_visits returns (run on google-deepmind/mctx).
 SCHEDULES = {
+    (4, 16): (0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5),
+    (16, 50): (0,) * 16 + (1,) * 8 + (2,) * 4 + (3,) * 4 + (4,) * 4 + tuple(v for k in range(5, 12) for v in (k, k)),
     (4, 8): (0, 0, 0, 0, 1, 1, 2, 2),
     (2, 2): (0, 0),
     (1, 3): (0, 1, 2),
