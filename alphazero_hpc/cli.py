@@ -98,10 +98,11 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
 @click.option("--qos", help="SLURM QOS [slurm.qos].")
 @click.option("--selfplay-time", type=click.IntRange(min=1), help="Time limit of a self-play task, minutes [slurm.selfplay_time_min].")
 @click.option("--train-time", type=click.IntRange(min=1), help="Time limit of a training job, minutes [slurm.train_time_min].")
+@click.option("--pretrain", is_flag=True, help="First train generation 0 on the games azhpc import-pgn put in --run-dir.")
 @click.option("--dry-run", is_flag=True, help="Print the sbatch scripts of the whole chain and submit nothing.")
 @click.option("--wait", "wait_", is_flag=True, help="Block and show progress; exit non-zero if the run fails.")
 def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_per_node, tasks, cpus_per_task, partition,
-           account, qos, selfplay_time, train_time, dry_run, wait_) -> None:
+           account, qos, selfplay_time, train_time, pretrain, dry_run, wait_) -> None:
     """Run the AlphaZero loop: per generation a self-play array (one task per GPU), then a training job.
 
     On SLURM the whole chain is submitted with dependencies and launch returns with the job ids; locally
@@ -116,18 +117,18 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
              "slurm.train_time_min": train_time}
     overrides = tuple(overrides) + tuple(f"{k}={v}" for k, v in flags.items() if v is not None)
     res = do_launch(run_dir, config_path, overrides, cluster, dry_run=dry_run, detach=not wait_,
-                    command=" ".join(["azhpc", *sys.argv[1:]]))
+                    command=" ".join(["azhpc", *sys.argv[1:]]), pretrain=pretrain)
     plan = res.plan
     if dry_run:
         for what, script in res.scripts:
             click.echo(f"# ===== {what} =====\n{script}")
         click.echo(f"# dry run: {len(res.scripts)} sbatch scripts, nothing submitted (job ids 9000xx are placeholders)")
         return
-    click.echo(f"run {res.paths.root}: {plan.cluster}, {plan.generations} generations x ({plan.tasks} self-play tasks + "
-               f"training on {plan.world_size} rank(s))")
+    click.echo(f"run {res.paths.root}: {plan.cluster}, {'pretraining, then ' if plan.pretrain else ''}{plan.generations} "
+               f"generations x ({plan.tasks} self-play tasks + training on {plan.world_size} rank(s))")
     if plan.cluster == "slurm":
         for j in res.record.jobs:
-            click.echo(f"  generation {j.generation} {j.stage:8s} job {j.job_id}"
+            click.echo((f"  generation {j.generation} {j.stage:8s}" if j.generation >= 0 else "  pretraining        ") + f" job {j.job_id}"
                        + (f" (tasks {j.tasks[0]}-{j.tasks[1] - 1})" if j.stage == "selfplay" else "")
                        + (f"  --dependency={j.dependency}" if j.dependency else ""))
         if not wait_:
@@ -143,6 +144,55 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
     if not ok:
         raise click.ClickException(f"run {res.paths.root} did not finish: see azhpc status {res.paths.root}")
     click.echo(f"done: {res.paths.model(plan.generations)}")
+
+
+@main.command("import-pgn")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--min-elo", type=click.IntRange(min=0), default=0, show_default=True, help="Keep games whose both players are rated at least this (0: any).")
+@click.option("--speeds", default="", help="Keep only these Lichess speeds (from TimeControl), e.g. blitz,rapid,classical [default: any].")
+@click.option("--ending", type=click.Choice(["result", "rules"]), default="result", show_default=True,
+              help="result: any game with a result tag; rules: only games the rules end (mate, stalemate, draws by rule).")
+@click.option("--max-games", type=click.IntRange(min=0), default=0, show_default=True, help="Import at most this many games in all (0: every game).")
+@click.option("--tasks", type=click.IntRange(min=1), default=1, show_default=True, help="Split the import: task I takes every T-th game.")
+@click.option("--task", type=click.IntRange(min=0), default=None, help="Run only this task here (what each array element runs).")
+@click.option("--cluster", type=click.Choice(["slurm", "local"]), help="With --tasks: a SLURM array, or processes here [default: slurm when sinfo answers].")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="AZHPC_CONFIG", help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+def import_pgn(run_dir: Path, files: tuple[Path, ...], min_elo: int, speeds: str, ending: str, max_games: int, tasks: int,
+               task: int | None, cluster: str | None, config_path: Path | None, overrides: tuple[str, ...]) -> None:
+    """Import games from PGN files (.pgn, .pgn.gz, .pgn.bz2, .pgn.zst) into shards of RUN.
+
+    Each position before a move becomes a training row (policy: the move played; value: the result), encoded as
+    self-play's. Killed and started again with the same arguments, it continues after its last complete shard.
+    Then `azhpc launch --run-dir RUN --pretrain` trains generation 0 on them before the first self-play.
+    """
+    from .launch.importing import import_pgn as do_import
+    from .pgn.rows import SPEEDS, GameFilter
+    from .pgn.task import ImportSpec
+
+    wanted = tuple(s.strip() for s in speeds.split(",") if s.strip())
+    unknown = [s for s in wanted if s not in SPEEDS]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not one of {', '.join(SPEEDS)}", param_hint="--speeds")
+    if task is not None and task >= tasks:
+        raise click.BadParameter(f"{task} is not below --tasks {tasks}", param_hint="--task")
+    spec = ImportSpec.of(files, tasks, max_games, GameFilter(min_elo, wanted, ending))
+    res = do_import(run_dir, spec, task, cluster, config_path, overrides)
+    if res.jobs:
+        click.echo(f"import of {len(spec.files)} file(s) into {res.paths.root}: SLURM array job(s) {', '.join(res.jobs)} "
+                   f"({spec.tasks} tasks); follow it: azhpc status {res.paths.root}")
+        return
+    for p in res.progress:
+        rejected = ", ".join(f"{n} {why}" for why, n in sorted(p.rejected.items())) or "none"
+        click.echo(f"import task {p.task}/{p.num_tasks} {p.status}: {p.games} games, {p.positions} positions in "
+                   f"{p.shards_done} shards ({p.positions_per_s:.0f} positions/s); left out: {rejected}")
+        if p.malformed:
+            shown = "; ".join(f"game {n}: {e}" for n, e in zip(p.malformed_games[:3], p.malformed_errors[:3]))
+            click.echo(f"  {p.malformed} malformed game(s) skipped ({shown}{'; ...' if p.malformed > 3 else ''})")
+    if res.failed:
+        raise click.ClickException("; ".join(res.failed))
+    click.echo(f"shards in {res.paths.imports}; pretrain on them: azhpc launch --run-dir {res.paths.root} --pretrain")
 
 
 @main.command()

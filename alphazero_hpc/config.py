@@ -263,6 +263,18 @@ def split_opponents(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PretrainConfig:
+    """Training generation 0 on imported games (``azhpc import-pgn``, then ``azhpc launch --pretrain``)."""
+
+    epochs: float = 1.0  # passes over the imported positions (train.batch_size, train.lr as for any generation)
+    max_steps: int = 0  # > 0: at most this many steps
+
+    def __post_init__(self) -> None:
+        _check(math.isfinite(self.epochs) and 0 < self.epochs <= 1000, "pretrain.epochs", "must be in (0, 1000]")
+        _check(self.max_steps >= 0, "pretrain.max_steps", "must be >= 0 (0: no limit)")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Identity of a run."""
 
@@ -282,6 +294,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

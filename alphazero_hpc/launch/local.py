@@ -66,7 +66,7 @@ class LocalSupervisor:
 
     def _start(self, generation: int, stage: str, args: list[str], tasks: list[int], slot: int, threads: int) -> _Proc:
         self.paths.logs.mkdir(parents=True, exist_ok=True)
-        name = f"local-g{generation:04d}-{stage}" + (f"-task{tasks[0]:04d}" if stage == "selfplay" else "")
+        name = (f"local-g{generation:04d}-{stage}" if generation >= 0 else "local-pretrain") + (f"-task{tasks[0]:04d}" if stage == "selfplay" else "")
         if stage == "eval":
             name = f"local-g{int(args[1]):04d}-eval"  # named after the generation it evaluates
         log = self.paths.stage_log(name)
@@ -125,12 +125,27 @@ class LocalSupervisor:
             self.evals.append(self._start(generation, "eval", [run, str(generation + 1)], [0, 1], 0, 1))
         return train.job.state == "done"
 
+    def pretrain(self) -> bool:
+        """Train generation 0's network on the imported games (``launch --pretrain``), as a training stage."""
+        plan = self.record.plan
+        train = self._start(-1, "train", [str(self.paths.root), "-1", f"--nproc-per-node={plan.ranks_per_node}"],
+                            [0, 1], 0, max(1, (os.cpu_count() or 1) // plan.ranks_per_node))
+        self.running.append(train)
+        self._wait_all()
+        return train.job.state == "done"
+
     def run(self) -> int:
         """Every generation whose checkpoint is missing; 0 when the last checkpoint exists."""
         self._save(pid=os.getpid(), host=socket.gethostname(), state="running", error="", started=time.time())
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._cancel)
         try:
+            if self.record.plan.pretrain and not self.paths.model(0).exists() and not self.pretrain():
+                if self._stop:
+                    self._save(state="cancelled", error="cancelled by a signal")
+                    return 130
+                self._save(state="failed", error=f"pretraining failed: see {self.record.jobs_of(-1, 'train')[-1].log}")
+                return 1
             for g in range(self.record.plan.generations):
                 if self.paths.model(g + 1).exists():
                     continue

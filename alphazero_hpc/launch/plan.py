@@ -26,6 +26,7 @@ class LaunchPlan:
     gpus_per_node: int  # GPUs per node (0: CPU only); a training job runs max(1, this) ranks per node
     parallel: int  # local: self-play tasks running at once; slurm: array throttle
     max_array_size: int = DEFAULT_MAX_ARRAY_SIZE
+    pretrain: bool = False  # generation 0's network is trained on the imported games first (azhpc import-pgn)
 
     @property
     def ranks_per_node(self) -> int:
@@ -83,7 +84,7 @@ def local_devices() -> tuple[int, int]:
 
 
 def make_plan(cfg: Config, cluster: str, *, local_gpus: int = 0, local_cpus: int = 1,
-              array_size: int = DEFAULT_MAX_ARRAY_SIZE) -> LaunchPlan:
+              array_size: int = DEFAULT_MAX_ARRAY_SIZE, pretrain: bool = False) -> LaunchPlan:
     """Check that the config can run as asked and say how; raises AzhpcError naming the fix."""
     if cluster not in CLUSTERS:
         raise AzhpcError(f"unknown cluster '{cluster}': use --cluster slurm or --cluster local")
@@ -91,14 +92,14 @@ def make_plan(cfg: Config, cluster: str, *, local_gpus: int = 0, local_cpus: int
     if cluster == "slurm":
         tasks = s.selfplay_tasks or s.nodes * max(1, s.gpus_per_node)
         plan = LaunchPlan("slurm", cfg.run.generations, tasks, s.nodes, s.gpus_per_node, parallel=tasks,
-                          max_array_size=array_size)
+                          max_array_size=array_size, pretrain=pretrain)
     else:
         if s.nodes != 1:
             raise AzhpcError(f"--nodes {s.nodes} needs a cluster: a local run uses this machine only (drop --nodes or use --cluster slurm)")
         gpus = local_gpus
         tasks = s.selfplay_tasks or (gpus if gpus else max(1, min(local_cpus, 8)))
         parallel = max(1, min(tasks, gpus if gpus else local_cpus))
-        plan = LaunchPlan("local", cfg.run.generations, tasks, 1, gpus, parallel=parallel)
+        plan = LaunchPlan("local", cfg.run.generations, tasks, 1, gpus, parallel=parallel, pretrain=pretrain)
     _check_fits(cfg, plan)
     return plan
 

@@ -146,8 +146,14 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            fh.seek(0)
-            who = fh.read().strip() or "another azhpc launch, resume or cancel"
+            who = ""
+            for _ in range(20):  # the holder writes its name right after taking the lock
+                fh.seek(0)
+                who = fh.read().strip()
+                if who:
+                    break
+                time.sleep(0.025)
+            who = who or "another azhpc launch, resume or cancel"
             raise RunDirError(f"{paths.root} is in use by {who}: wait for it to finish") from None
         except OSError as exc:
             raise no_locks(paths.launch_lock, exc) from exc

@@ -136,11 +136,15 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id
     cancel: list[str] = []
     try:
+        if record.plan.pretrain and not paths.model(0).exists():
+            after_train, replaced = _resume_pretrain(paths, record, states, chain, limit, result, cancel)
+            if not after_train:
+                return _finish(paths, record, chain, result, cancel)
         for g in range(record.plan.generations):
             if paths.model(g + 1).exists():
                 after_train = ""
                 continue
-            if g > 0 and not after_train and not paths.model(g).exists():
+            if not after_train and not paths.model(g).exists():
                 break  # generation g-1 cannot train (gave up): nothing after it can run
             train_jobs = record.jobs_of(g, "train")
             train = train_jobs[-1] if train_jobs else None
@@ -170,8 +174,35 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     except BaseException:
         scheduler.cancel([j.job_id for j in chain.submitted])  # all or nothing: no half chain left queued
         raise
-    finally:
-        chain.close()
+    return _finish(paths, record, chain, result, cancel)
+
+
+def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit: int, result: ResumeResult,
+                     cancel: list[str]) -> tuple[str, bool]:
+    """(the live or new pretraining job's id, whether it is new); ('', False) when it gave up."""
+    jobs = record.jobs_of(-1, "train")
+    job = jobs[-1] if jobs else None
+    st = states.get(job.job_id) if job else None
+    if st is not None and st.active and st.reason != "DependencyNeverSatisfied":
+        result.kept.append(job.job_id)
+        return job.job_id, False
+    if st is not None and st.active:
+        cancel.append(job.job_id)
+    progress = read_train_progress(paths.train_progress(0))
+    failed = _failures(jobs, states, progress is not None and progress.status == "failed")
+    if failed >= limit:
+        result.gave_up.append(_gave_up("pretraining", failed, progress.error if progress else ""))
+        return "", False
+    from .stages import check_import_done
+
+    check_import_done(paths)  # a pretraining job without its data would only fail again
+    new = chain.submit_train(-1, [], "", 1 + len(jobs))
+    result.submitted.append(new)
+    return new.job_id, True
+
+
+def _finish(paths: RunPaths, record: LaunchRecord, chain, result: ResumeResult, cancel: list[str]) -> ResumeResult:
+    chain.close()
     if cancel and not scheduler.cancel(sorted(set(cancel))):
         result.message = f"scancel of the replaced jobs {', '.join(sorted(set(cancel)))} failed: cancel them by hand"
     result.cancelled = sorted(set(cancel))

@@ -2,7 +2,8 @@
 
 Per generation G (docs/pipeline.md has the why):
 
-    selfplay G   job array, one task per GPU        --dependency=afterok:<train G-1>           (none for G = 0)
+    train -1     pretraining (launch --pretrain)     --dependency=afterok:<import arrays still queued>
+    selfplay G   job array, one task per GPU        --dependency=afterok:<train G-1>   (G = 0: pretraining or none)
     train G      N nodes x 1 task, all their GPUs   --dependency=afterany:<arrays G>,afterok:<train G-1>
     eval G+1     1 task, 1 GPU (eval.enabled)       --dependency=afterok:<train G>   (nothing waits for it)
 
@@ -29,7 +30,7 @@ from ..errors import AzhpcError
 from ..store.paths import RunPaths, check_run_root
 from .plan import LaunchPlan, split_tasks
 from .record import JobRecord
-from .stages import TrainStage, eval_stage, selfplay_stage, torchrun_command
+from .stages import TrainStage, eval_stage, import_stage, selfplay_stage, torchrun_command
 
 
 class _ScriptExecutor(submitit.SlurmExecutor):
@@ -129,17 +130,36 @@ class SlurmChain:
             self.submitted.append(records[-1])
         return records
 
-    def submit_train(self, generation: int, arrays: list[str], after_train: str = "", attempt: int = 1) -> JobRecord:
+    def submit_import(self, tasks: list[int]) -> list[str]:
+        """Arrays of ``azhpc import-pgn`` tasks (CPU only; the files and filters are in RUN/import/import.json)."""
+        s = self.cfg.slurm
+        ids = []
+        for part in split_tasks(len(tasks), self.plan.max_array_size):
+            chunk = tasks[part.start : part.stop]
+            ex = self._executor()
+            ex.update_parameters(job_name=f"azhpc-{self.name}-import", time=s.selfplay_time_min, nodes=1, ntasks_per_node=1,
+                                 cpus_per_task=1, array_parallelism=len(chunk), **self._common(""))
+            n, run = len(chunk), self.run
+            jobs = self._submit(f"import array (tasks {chunk[0]}-{chunk[-1]})", ex,
+                                lambda: ex.map_array(import_stage, [run] * n, chunk), n if n > 1 else None)
+            ids.append(jobs[0].split("_")[0])
+        return ids
+
+    def submit_train(self, generation: int, arrays: list[str], after_train: str = "", attempt: int = 1,
+                     after_ok: list[str] | None = None) -> JobRecord:
+        """Training of ``generation`` (-1: pretraining on the imported games, after the ``after_ok`` jobs)."""
         s, plan = self.cfg.slurm, self.plan
-        parts = ([f"afterany:{':'.join(arrays)}"] if arrays else []) + ([f"afterok:{after_train}"] if after_train else [])
+        ok = ([after_train] if after_train else []) + list(after_ok or [])
+        parts = ([f"afterany:{':'.join(arrays)}"] if arrays else []) + ([f"afterok:{':'.join(ok)}"] if ok else [])
         dependency = ",".join(parts)
         ex = self._executor()
         ex.update_parameters(
-            job_name=f"azhpc-{self.name}-tr{generation}", time=s.train_time_min, nodes=plan.nodes, ntasks_per_node=1,
+            job_name=f"azhpc-{self.name}-" + (f"tr{generation}" if generation >= 0 else "pretrain"), time=s.train_time_min, nodes=plan.nodes, ntasks_per_node=1,
             cpus_per_task=s.cpus_per_task * plan.ranks_per_node,
             **({"gpus_per_node": plan.gpus_per_node} if plan.gpus_per_node else {}), **self._common(dependency))
         run = self.run
-        job_id = self._submit(f"generation {generation} training job", ex,
+        what = "pretraining job" if generation < 0 else f"generation {generation} training job"
+        job_id = self._submit(what, ex,
                               lambda: [ex.submit(TrainStage(), run, generation, plan.ranks_per_node)], None)[0]
         if self.dry_run:
             title, script = self.scripts[-1]
@@ -163,10 +183,14 @@ class SlurmChain:
         self.submitted.append(JobRecord(generation, "eval", job_id, [0, 1], attempt, dependency))
         return self.submitted[-1]
 
-    def submit_generations(self, first: int, last: int, after_train: str = "") -> list[JobRecord]:
+    def submit_generations(self, first: int, last: int, after_train: str = "", after_import: list[str] | None = None) -> list[JobRecord]:
         """Self-play and training of generations first..last-1, each chained on the previous training, and
-        with ``eval.enabled`` an evaluation job after each training job."""
+        with ``eval.enabled`` an evaluation job after each training job. With the plan's ``pretrain`` and
+        ``first`` 0, the pretraining job comes first (after the import arrays ``after_import`` still queued)."""
         records: list[JobRecord] = []
+        if self.plan.pretrain and first == 0:
+            records.append(self.submit_train(-1, [], "", after_ok=after_import))
+            after_train = records[-1].job_id
         for g in range(first, last):
             arrays = self.submit_selfplay(g, after_train)
             train = self.submit_train(g, [r.job_id for r in arrays], after_train)

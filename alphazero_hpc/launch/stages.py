@@ -5,7 +5,8 @@ Both are plain module-level functions, which submitit pickles by reference and r
 sbatch templates::
 
     python -m alphazero_hpc.launch.stages selfplay RUN GENERATION TASK NUM_TASKS
-    python -m alphazero_hpc.launch.stages train RUN GENERATION [--nproc-per-node N]
+    python -m alphazero_hpc.launch.stages train RUN GENERATION [--nproc-per-node N]   (GENERATION -1: pretraining)
+    python -m alphazero_hpc.launch.stages import RUN TASK                      (an azhpc import-pgn task)
     python -m alphazero_hpc.launch.stages eval RUN GENERATION                 (eval.opponents, into the ledger)
     python -m alphazero_hpc.launch.stages init RUN --config C [--set k=v]     (config.yaml, models/gen-0000.pt)
 
@@ -68,6 +69,38 @@ class SelfPlayStage(submitit.helpers.Checkpointable):
 
 
 selfplay_stage = SelfPlayStage()
+
+
+class ImportStage(submitit.helpers.Checkpointable):
+    """One element of an ``azhpc import-pgn --tasks`` array: the task's missing shards (the files and filters are
+    in ``RUN/import/import.json``). Stops before the time limit and requeues, like a self-play task."""
+
+    def __call__(self, run_dir: str, task: int) -> dict:
+        from ..pgn.task import read_spec, run_import_task
+
+        spec = read_spec(RunPaths(Path(run_dir)))
+        p = run_import_task(run_dir, spec, task, deadline=preempt.Deadline.of_this_job())
+        if p.status == "stopped":
+            _requeue(f"import task {task}", p.error)
+        return {"task": task, "status": p.status, "games": p.games, "positions": p.positions, "malformed": p.malformed}
+
+
+import_stage = ImportStage()
+
+
+def check_import_done(paths: RunPaths) -> int:
+    """Pretraining's data rule: every import task done and some positions. Returns the positions."""
+    from ..pgn.task import import_state, import_totals
+
+    spec, todo = import_state(paths)
+    if todo:
+        raise AzhpcError(f"import tasks {', '.join(map(str, todo[:8]))} of {spec.tasks} are not done: rerun azhpc import-pgn "
+                         f"{paths.root} with the same files (it continues), then azhpc resume {paths.root}")
+    _, positions, _ = import_totals(paths)
+    if not positions:
+        raise AzhpcError(f"the import in {paths.root} kept no games (see azhpc status {paths.root}): import other files "
+                         f"or relax --min-elo/--speeds/--ending")
+    return positions
 
 
 def check_min_data(cfg: Config, paths: RunPaths, generation: int) -> int:
@@ -158,10 +191,13 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         progress.write(status="done")
         return {"generation": generation + 1, "status": "exists"}
     try:
-        if not paths.model(generation).exists():
+        if generation < 0:
+            check_import_done(paths)
+        elif not paths.model(generation).exists():
             raise AzhpcError(f"{paths.model(generation)} is missing: generation {generation}'s network was never written "
                              f"(its training failed?); see azhpc status {paths.root}")
-        check_min_data(cfg, paths, generation)
+        else:
+            check_min_data(cfg, paths, generation)
         progress.write(status="running")
         code, error, stopped = _run_forwarding_errors(torchrun_command(run_dir, generation, nproc_per_node, slurm))
         if stopped:
@@ -235,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     ev = sub.add_parser("eval")
     ev.add_argument("run_dir")
     ev.add_argument("generation", type=int)
+    im = sub.add_parser("import")
+    im.add_argument("run_dir")
+    im.add_argument("task", type=int)
     ini = sub.add_parser("init", help="write the run's config.yaml and generation 0's network (idempotent)")
     ini.add_argument("run_dir")
     ini.add_argument("--config", default=None)
@@ -250,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{paths.root}: config.yaml and {paths.model(0)} ready", flush=True)
         elif args.stage == "eval":
             return eval_stage(args.run_dir, args.generation)
+        elif args.stage == "import":
+            preempt.Stop.install(signal.SIGUSR2)
+            result = import_stage(args.run_dir, args.task)
+            print(result, flush=True)
+            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
         elif args.stage == "selfplay":
             preempt.Stop.install(signal.SIGUSR2)  # stop, keep complete shards, requeue (SIGTERM: SLURM is ending the job)
             result = selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks)

@@ -28,11 +28,34 @@ class LaunchResult:
     supervisor_pid: int = 0
 
 
-def _plan(cfg: Config, cluster: str) -> planning.LaunchPlan:
+def _plan(cfg: Config, cluster: str, pretrain: bool = False) -> planning.LaunchPlan:
     if cluster == "slurm":
-        return planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
+        return planning.make_plan(cfg, "slurm", array_size=planning.max_array_size(), pretrain=pretrain)
     gpus, cpus = planning.local_devices()
-    return planning.make_plan(cfg, "local", local_gpus=gpus if cfg.slurm.gpus_per_node else 0, local_cpus=cpus)
+    return planning.make_plan(cfg, "local", local_gpus=gpus if cfg.slurm.gpus_per_node else 0, local_cpus=cpus,
+                              pretrain=pretrain)
+
+
+def _import_to_wait_for(paths: RunPaths, cluster: str) -> list[str]:
+    """For ``--pretrain``: the import arrays pretraining must wait for (SLURM: those still queued or running).
+    An import that is not done and not coming is one line with the fix."""
+    from ..pgn.task import import_state
+
+    spec, todo = import_state(paths)
+    if not todo:
+        return []
+    waiting: list[str] = []
+    if cluster == "slurm" and paths.import_jobs.exists():
+        from ..store import atomic
+
+        jobs = [str(j) for j in atomic.read_json(paths.import_jobs).get("jobs", [])]
+        states = scheduler.query(jobs)
+        waiting = [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
+    if not waiting:
+        raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
+                         f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
+                         "the same files (it continues), then launch")
+    return waiting
 
 
 def new_run_dir(root: Path = DEFAULT_ROOT) -> Path:
@@ -51,9 +74,13 @@ def new_run_dir(root: Path = DEFAULT_ROOT) -> Path:
 
 
 def launch(run_dir: Path | None, config_path: str | Path | None, overrides: Sequence[str], cluster: str | None = None,
-           dry_run: bool = False, detach: bool = True, command: str = "") -> LaunchResult:
+           dry_run: bool = False, detach: bool = True, command: str = "", pretrain: bool = False) -> LaunchResult:
     """Launch a run into ``run_dir`` (None: a new folder under scratch/). The whole launch holds the run's lock;
-    a launch that fails removes the folder only when it made the folder itself."""
+    a launch that fails removes the folder only when it made the folder itself. With ``pretrain`` generation 0's
+    network is first trained on the games ``azhpc import-pgn`` imported into ``run_dir``."""
+    if pretrain and run_dir is None:
+        raise AzhpcError("--pretrain trains on games imported into a run folder: azhpc import-pgn RUN FILE ..., "
+                         "then azhpc launch --run-dir RUN --pretrain")
     asked = cluster
     cluster = cluster or planning.detect_cluster()
     if dry_run:
@@ -61,7 +88,7 @@ def launch(run_dir: Path | None, config_path: str | Path | None, overrides: Sequ
         if cluster != "slurm":
             raise AzhpcError("--dry-run prints SLURM job scripts: add --cluster slurm (no cluster is needed to print them)")
         cfg = load_config(config_path, overrides)
-        plan = _plan(cfg, "slurm")
+        plan = _plan(cfg, "slurm", pretrain)
         from .slurm import SlurmChain
 
         chain = SlurmChain(paths, cfg, plan, dry_run=True)
@@ -92,19 +119,22 @@ def launch(run_dir: Path | None, config_path: str | Path | None, overrides: Sequ
                                   f"{paths.root}, or choose a new --run-dir")
             if paths.generations():
                 raise RunDirError(f"{paths.root} already holds self-play data made outside azhpc launch: choose a new --run-dir")
-            return _launch(paths, config_path, overrides, cluster, detach, command)
+            return _launch(paths, config_path, overrides, cluster, detach, command, pretrain)
         except BaseException:
             if made:  # this call made the folder and held it throughout: leave no half-made run folder behind
                 shutil.rmtree(paths.root, ignore_errors=True)
             raise
 
 
-def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str, detach: bool, command: str) -> LaunchResult:
+def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str, detach: bool, command: str,
+            pretrain: bool = False) -> LaunchResult:
     given = config_path is not None or bool(overrides) or not paths.config.exists()
     cfg = load_config(config_path, overrides) if given else resolve_run_config(paths)
-    plan = _plan(cfg, cluster)  # raises on a plan that cannot run, before anything is written
+    plan = _plan(cfg, cluster, pretrain)  # raises on a plan that cannot run, before anything is written
+    after_import = _import_to_wait_for(paths, cluster) if pretrain else []
     resolve_run_config(paths, config_path, overrides)  # writes config.yaml, or checks it agrees
-    ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
+    if not pretrain:
+        ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
     record = LaunchRecord(plan=plan, command=command)
     if cluster == "local":
         write_record(paths, record)
@@ -119,7 +149,7 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
 
     chain = SlurmChain(paths, cfg, plan)
     try:
-        record.jobs = chain.submit_generations(0, plan.generations)
+        record.jobs = chain.submit_generations(0, plan.generations, after_import=after_import)
     except BaseException:
         scheduler.cancel([j.job_id for j in chain.submitted])  # no half chain left queued
         raise

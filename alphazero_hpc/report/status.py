@@ -25,7 +25,7 @@ from ..evaluate.ledger import read_ledger
 from ..launch.plan import LaunchPlan
 from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, azhpc_process_alive, read_record
 from ..store.paths import RunPaths
-from ..store.progress import TaskProgress, read_eval_progress, read_task_progress, read_train_progress
+from ..store.progress import TaskProgress, read_eval_progress, read_import_progress, read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
 from ..store.shards import SidecarCache, generation_totals
 
@@ -130,6 +130,23 @@ class GenerationStatus:
 
 
 @dataclass(frozen=True)
+class ImportStatus:
+    """``azhpc import-pgn``'s tasks: totals of their progress files (complete shards' counts)."""
+
+    tasks: int
+    done: int
+    failed: list[str]  # one line per failed or stopped task
+    games: int
+    positions: int
+    shards: int
+    games_read: int  # games of the input read so far (the furthest task)
+    rejected: dict[str, int]
+    malformed: int
+    malformed_games: list[int]  # the first few, numbered from 1 in the input
+    positions_per_s: float  # summed over running tasks
+
+
+@dataclass(frozen=True)
 class RunStatus:
     run: str
     time: float
@@ -138,10 +155,16 @@ class RunStatus:
     generations: list[GenerationStatus]
     supervisor: dict[str, Any] | None = None  # local runs: the launch record's supervisor entry
     scheduler_error: str = ""  # SLURM runs: why the jobs' states are unknown (squeue did not answer)
+    imported: ImportStatus | None = None  # the run's PGN import, if it has one
+    pretrain: TrainStatus | None = None  # training generation 0 on the imported games (launch --pretrain)
 
     def to_json(self) -> dict[str, Any]:
         out = {"run": self.run, "time": self.time, "plan": self.plan.to_json(), "config_sha256": self.config_sha256,
                "generations": [g.to_json() for g in self.generations]}
+        if self.imported is not None:
+            out["import"] = asdict(self.imported)
+        if self.pretrain is not None:
+            out["pretrain"] = asdict(self.pretrain)
         if self.supervisor is not None:
             out["supervisor"] = self.supervisor
         if self.scheduler_error:
@@ -244,7 +267,31 @@ def collect(run_dir: Path) -> RunStatus:
             supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
     ledger = _ledger(paths)
     generations = [_generation(paths, cfg, plan, record, states, g, ledger) for g in range(plan.generations)]
-    return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor, silent)
+    pretrain = None
+    if plan.pretrain:
+        jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == -1] if record is not None else []
+        pretrain = _train(paths, plan, -1, jobs)
+    return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor, silent,
+                     _imported(paths), pretrain)
+
+
+def _imported(paths: RunPaths) -> ImportStatus | None:
+    files = paths.import_progress_files()
+    if not files:
+        return None
+    found = [p for p in (read_import_progress(f) for f in files) if p is not None]
+    tasks = max([p.num_tasks for p in found] or [len(files)])
+    rejected: dict[str, int] = {}
+    for p in found:
+        for why, n in p.rejected.items():
+            rejected[why] = rejected.get(why, 0) + n
+    return ImportStatus(
+        tasks=tasks, done=sum(p.status == "done" for p in found),
+        failed=[f"task {p.task} {p.status}: {p.error}" for p in found if p.status in ("failed", "stopped")],
+        games=sum(p.games for p in found), positions=sum(p.positions for p in found),
+        shards=sum(p.shards_done for p in found), games_read=max([p.next_game for p in found] or [0]), rejected=rejected,
+        malformed=sum(p.malformed for p in found), malformed_games=sorted(n for p in found for n in p.malformed_games)[:10],
+        positions_per_s=sum(p.positions_per_s for p in found if p.status == "running"))
 
 
 def _ledger(paths: RunPaths) -> tuple[list[dict[str, Any]], str]:
@@ -300,12 +347,17 @@ def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
 def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict, g: int,
                 ledger: tuple[list[dict[str, Any]], str]) -> GenerationStatus:
     sp = _selfplay(paths, cfg, plan, record, states, g)
+    jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
+    return GenerationStatus(g, sp, _train(paths, plan, g, jobs), _eval(paths, g + 1, jobs, ledger), jobs)
+
+
+def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> TrainStatus:
+    """The training job that writes network g + 1 (g = -1: pretraining)."""
     m = _metrics(paths, g)
     tp = read_train_progress(paths.train_progress(g + 1))
     ckpt = paths.model(g + 1)
     state = "done" if ckpt.exists() else (tp.status if tp else "pending")
     error = tp.error if tp else ""
-    jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
     tj = [r for r in jobs if r.stage == "train"]
     if plan.cluster == "slurm" and tj and state in ("pending", "starting", "running"):
         # what SLURM says overrides a progress file that a killed job (SIGKILL, OOM, a lost node) left "running"
@@ -319,7 +371,7 @@ def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRe
     train = TrainStatus(state=state, step=m.get("step", 0), steps=m.get("steps", 0), policy_loss=m.get("policy_loss"),
                         value_loss=m.get("value_loss"), world_size=m.get("world_size", 0),
                         checkpoint=str(ckpt) if ckpt.exists() else "", attempt=tp.attempt if tp else 0, error=error)
-    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger), jobs)
+    return train
 
 
 def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[dict[str, Any]], str]) -> EvalStatus | None:
@@ -351,6 +403,17 @@ def render(status: RunStatus) -> str:
     if sup:
         lines.append(f"  local supervisor pid {sup.get('pid')} on {sup.get('host')}: {sup.get('state')}"
                      + (f" - {sup['error']}" if sup.get("error") else ""))
+    im = status.imported
+    if im:
+        left = ", ".join(f"{n} {why}" for why, n in sorted(im.rejected.items())) or "none"
+        rate = f", {im.positions_per_s:.0f} positions/s" if im.positions_per_s else ""
+        lines.append(f"import   {im.done}/{im.tasks} tasks done | {im.games} games, {im.positions} positions, {im.shards} shards "
+                     f"({im.games_read} games of the input read{rate}) | left out: {left}"
+                     + (f" | {im.malformed} malformed (games {', '.join(map(str, im.malformed_games[:5]))}"
+                        f"{', ...' if im.malformed > 5 else ''})" if im.malformed else ""))
+        lines += [f"         {line}" for line in im.failed]
+    if status.pretrain:
+        lines.append("pretrain " + _train_line(status.pretrain))
     for gen in status.generations:
         sp, tr, g = gen.selfplay, gen.train, gen.generation
         wdl = "/".join(str(x) for x in sp.wdl)
@@ -368,11 +431,7 @@ def render(status: RunStatus) -> str:
                              f"{row.positions} positions, {row.games_per_s:.2f} games/s{workers} (attempt {row.attempt})")
             elif row.state == "failed":
                 lines.append(f"           task {row.task:>4}  FAILED (attempt {row.attempt}): {row.detail}")
-        loss = (f", policy loss {tr.policy_loss:.3f}, value loss {tr.value_loss:.3f}"
-                if tr.policy_loss is not None else "")
-        lines.append(f"         train      {tr.state}: step {tr.step}/{tr.steps or '?'}{loss}"
-                     + (f", world {tr.world_size}" if tr.world_size else "")
-                     + (f" -> {tr.checkpoint}" if tr.checkpoint else "") + (f" - {tr.error}" if tr.error else ""))
+        lines.append("         train      " + _train_line(tr))
         ev = gen.eval
         if ev:
             lines.append(f"         eval       gen:{ev.network} {ev.state}" + (": " + "; ".join(ev.matches) if ev.matches else "")
@@ -385,11 +444,20 @@ def render(status: RunStatus) -> str:
     return "\n".join(lines)
 
 
+def _train_line(tr: TrainStatus) -> str:
+    loss = f", policy loss {tr.policy_loss:.3f}, value loss {tr.value_loss:.3f}" if tr.policy_loss is not None else ""
+    return (f"{tr.state}: step {tr.step}/{tr.steps or '?'}{loss}" + (f", world {tr.world_size}" if tr.world_size else "")
+            + (f" -> {tr.checkpoint}" if tr.checkpoint else "") + (f" - {tr.error}" if tr.error else ""))
+
+
 def render_brief(status: RunStatus) -> str:
     """One line for the generation in progress (what ``azhpc launch --wait`` prints as it changes)."""
     gens = status.generations
     if not gens:
         return "nothing planned"
+    pre = status.pretrain
+    if pre is not None and not pre.checkpoint:
+        return f"pretrain {pre.state} step {pre.step}/{pre.steps or '?'}" + (f" - {pre.error}" if pre.error else "")
     gen = next((g for g in gens if not g.train.checkpoint), gens[-1])
     sp, tr = gen.selfplay, gen.train
     failed = f", {sp.failed} FAILED" if sp.failed else ""
@@ -427,6 +495,8 @@ def finished(status: RunStatus) -> tuple[bool, bool]:
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
     if status.plan.cluster == "manual":  # no jobs to ask about: over when nothing runs
         return not any(g.selfplay.running or g.train.state == "running" for g in gens), False
+    if status.pretrain is not None and status.pretrain.state in ("failed", "cancelled"):
+        return not _active([j for gen in gens for j in gen.jobs]), False
     for gen in gens:
         if gen.train.state in ("failed", "cancelled"):
             return not _active([j for g2 in gens[gen.generation + 1:] for j in g2.jobs]), False

@@ -8,6 +8,10 @@
     RUN/selfplay/gen-0003/progress/task-0001.json       live progress of the task
     RUN/train/gen-0004/                                 training that writes models/gen-0004.pt
     RUN/train/gen-0004/progress.json                    that training job's status, attempt and error
+    RUN/import/import.json                              what azhpc import-pgn imports: files, filters, tasks
+    RUN/import/task-0001/shard-00002.h5 (+ .json)       imported games' rows, the same format as self-play's
+    RUN/import/progress/task-0001.json                  live progress of an import task
+    RUN/train/gen-0000/                                 pretraining on the imported shards (azhpc launch --pretrain)
     RUN/eval/ledger.jsonl                               one line per evaluation match (azhpc evaluate)
     RUN/eval/gen-0003/vs-random-s0.pgn                  that match's games
     RUN/launch.json                                     how the run was launched, every job id (azhpc launch)
@@ -134,13 +138,53 @@ class RunPaths:
         """The log of a local stage process (``local-g0003-selfplay-task0001``)."""
         return self.logs / f"{name}.log"
 
+    # -- imported games (azhpc import-pgn) -----------------------------------------------------------------
+    @property
+    def imports(self) -> Path:
+        return self.root / "import"
+
+    @property
+    def import_spec(self) -> Path:
+        """The import's files, filters and tasks: every task of it, and every rerun, must agree with them."""
+        return self.imports / "import.json"
+
+    @property
+    def import_jobs(self) -> Path:
+        """The SLURM arrays that ``azhpc import-pgn --tasks`` submitted (``launch --pretrain`` waits for them)."""
+        return self.imports / "jobs.json"
+
+    def import_task_dir(self, task: int) -> Path:
+        return self.imports / f"task-{task:04d}"
+
+    def import_shard(self, task: int, shard: int) -> Path:
+        return self.import_task_dir(task) / f"shard-{shard:05d}.h5"
+
+    def import_sidecar(self, task: int, shard: int) -> Path:
+        return self.import_shard(task, shard).with_suffix(".json")
+
+    def import_progress(self, task: int) -> Path:
+        return self.imports / "progress" / f"task-{task:04d}.json"
+
     # -- listings ------------------------------------------------------------------------------------------
     def complete_shards(self, generation: int, task: int) -> list[int]:
         """Shard indices of a task whose sidecar exists (a sidecar is written after its shard)."""
-        folder = self.task_dir(generation, task)
-        if not folder.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SHARD_RE.match(p.name)))
+        return _complete(self.task_dir(generation, task))
+
+    def import_tasks(self) -> list[int]:
+        """Import tasks that have a shard folder."""
+        folder = self.imports
+        return sorted(int(p.name[5:]) for p in folder.glob("task-[0-9][0-9][0-9][0-9]")) if folder.is_dir() else []
+
+    def import_complete_shards(self, task: int) -> list[int]:
+        return _complete(self.import_task_dir(task))
+
+    def import_sidecars(self) -> list[Path]:
+        """Sidecars of every complete imported shard, in task and shard order."""
+        return [self.import_sidecar(t, k) for t in self.import_tasks() for k in self.import_complete_shards(t)]
+
+    def import_progress_files(self) -> list[Path]:
+        folder = self.imports / "progress"
+        return sorted(folder.glob("task-[0-9][0-9][0-9][0-9].json")) if folder.is_dir() else []
 
     def generations(self) -> list[int]:
         """Generations that have a self-play folder."""
@@ -173,6 +217,12 @@ class RunPaths:
             return None
         paths = cls(checkpoint.parent.parent)
         return paths if paths.model(int(checkpoint.name[4:8])) == checkpoint and paths.config.is_file() else None
+
+
+def _complete(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _SHARD_RE.match(p.name)))
 
 
 @dataclass(frozen=True)

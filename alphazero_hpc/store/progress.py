@@ -173,6 +173,40 @@ def read_train_progress(path: Path) -> TrainProgress | None:
 
 
 @dataclass
+class ImportProgress(_JsonRecord):
+    """``import/progress/task-T.json``: an import task's counts (all attempts: restored from its sidecars)."""
+
+    task: int
+    num_tasks: int
+    status: str = "starting"  # starting, running, stopped, done, failed
+    attempt: int = 1
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
+    started: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    elapsed_s: float = 0.0  # this attempt
+    next_game: int = 0  # games of the input read so far (every task's), i.e. the number of the next one
+    games: int = 0  # games of this task in complete shards
+    positions: int = 0
+    shards_done: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)  # games left out by a filter, per reason
+    malformed: int = 0  # games skipped because they could not be parsed (illegal move, bad FEN, ...)
+    malformed_games: list[int] = field(default_factory=list)  # the first few of them, numbered from 1 in the input
+    malformed_errors: list[str] = field(default_factory=list)  # ... and why
+    positions_per_s: float = 0.0  # this attempt
+    error: str = ""
+
+    def write(self, path: Path) -> None:
+        self.updated = time.time()
+        atomic.write_json(path, self.to_json(), doing="writing import progress")
+
+
+def read_import_progress(path: Path) -> ImportProgress | None:
+    return _read(ImportProgress, path)
+
+
+@dataclass
 class EvalProgress(_JsonRecord):
     """``eval/gen-N/progress.json``: the evaluation stage of network N, one result line per opponent played."""
 

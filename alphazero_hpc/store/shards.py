@@ -140,14 +140,18 @@ class Sidecar:
     policy_entries: int
     stats: ShardStats
     schema_version: int = SHARD_SCHEMA
+    source: dict[str, Any] = field(default_factory=dict)  # imported shards: where in the PGN input the shard ends
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.source:
+            del data["source"]  # self-play sidecars stay as they were
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sidecar:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        missing = [f.name for f in fields(cls) if f.name not in data and f.name != "schema_version"]
+        missing = [f.name for f in fields(cls) if f.name not in data and f.name not in ("schema_version", "source")]
         if missing:
             raise KeyError(", ".join(missing))
         for key in ("generation", "task", "shard", "games", "rows", "bytes", "policy_entries"):
@@ -155,6 +159,8 @@ class Sidecar:
         if not isinstance(values["bytes_per_position"], (int, float)):
             raise TypeError("bytes_per_position is not a number")
         values["stats"] = ShardStats.from_json(values["stats"])
+        if not isinstance(values.get("source", {}), dict):
+            raise TypeError("source is not an object")
         return cls(**values)
 
 

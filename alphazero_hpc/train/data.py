@@ -61,6 +61,20 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
     return refs
 
 
+def imported_window(paths: RunPaths) -> list[ShardRef]:
+    """Every complete imported shard (``azhpc import-pgn``), from sidecars only: what pretraining trains on."""
+    refs = []
+    for task in paths.import_tasks():
+        for shard in paths.import_complete_shards(task):
+            try:
+                meta = read_sidecar(paths.import_sidecar(task, shard))
+            except ShardError as exc:
+                raise AzhpcError(f"{exc}: delete it and its shard, then rerun azhpc import-pgn (it writes them again)") from exc
+            if meta.rows > 0:
+                refs.append(ShardRef(str(paths.import_shard(task, shard)), meta.rows, -1))
+    return refs
+
+
 def new_positions(paths: RunPaths, generation: int) -> int:
     return sum(r.rows for r in replay_window(paths, generation, 1))
 

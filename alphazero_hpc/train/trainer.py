@@ -1,4 +1,5 @@
-"""Train generation G's replay window and write ``models/gen-(G+1).pt``.
+"""Train generation G's replay window and write ``models/gen-(G+1).pt``; generation -1 is pretraining: the
+imported games (``azhpc import-pgn``) from a seeded random network, writing ``models/gen-0000.pt``.
 
 One process (CPU):
     python -m alphazero_hpc.train --run-dir scratch/run --generation 0
@@ -35,8 +36,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
+from ..net.model import build_model
 from ..config import Config
-from .data import BatchPlan, ShardRef, make_loader, new_positions, replay_window
+from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
@@ -81,8 +83,18 @@ def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, target_policy: tor
     return -(target_policy * logp).sum(1).mean(), F.cross_entropy(value.float(), target_wdl), logp
 
 
+PRETRAIN = -1  # the "generation" whose training writes models/gen-0000.pt from imported games
+
+
 def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
-    """Steps of a generation: replay_ratio positions trained per new position, at the global batch size."""
+    """Steps of a generation: replay_ratio positions trained per new position, at the global batch size;
+    pretraining: pretrain.epochs passes over the imported positions (at most pretrain.max_steps)."""
+    if generation == PRETRAIN:
+        positions = sum(r.rows for r in imported_window(paths))
+        if positions == 0:
+            raise AzhpcError(f"{paths.root} has no imported positions to pretrain on: run azhpc import-pgn {paths.root} FILE ... first")
+        steps = max(1, math.ceil(cfg.pretrain.epochs * positions / cfg.train.batch_size))
+        return min(steps, cfg.pretrain.max_steps) if cfg.pretrain.max_steps else steps
     fresh = new_positions(paths, generation)
     if fresh == 0:
         raise AzhpcError(f"generation {generation} has no complete self-play shards in {paths.selfplay(generation)}: run its self-play first")
@@ -155,7 +167,8 @@ class Trainer:
 
     def log(self, msg: str) -> None:
         if self.env.master:
-            print(f"[train gen {self.generation}->{self.generation + 1}] {msg}", flush=True)
+            what = "pretrain" if self.generation == PRETRAIN else f"gen {self.generation}"
+            print(f"[train {what}->{self.generation + 1}] {msg}", flush=True)
 
     def run(self) -> dict:
         """Train the planned steps from the last training state (if any) and write the next network. Returns
@@ -166,7 +179,8 @@ class Trainer:
         steps = plan_steps(self.cfg, self.paths, self.generation)
         mine = self._my_shards(steps)
         s = self._start(steps, mine)
-        loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, self.generation, self.env.rank)),
+        stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
+        loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio))
         total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
         t_last = time.perf_counter()
@@ -217,7 +231,10 @@ class Trainer:
     def _my_shards(self, steps: int) -> list[ShardRef]:
         """This rank's share of the replay window (every world-th shard)."""
         tc = self.cfg.train
-        window = replay_window(self.paths, self.generation, tc.window_generations, tc.window_positions)
+        if self.generation == PRETRAIN:
+            window = imported_window(self.paths)
+        else:
+            window = replay_window(self.paths, self.generation, tc.window_generations, tc.window_positions)
         mine = window[self.env.rank :: self.env.world]
         if not mine:
             raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
@@ -229,12 +246,15 @@ class Trainer:
         """The network, optimizer and schedule: from the last training state if there is one, else from the
         generation's network (and its optimizer moments); then wrapped for DDP, channels_last and compile."""
         tc = self.cfg.train
-        if self.generation == 0:
-            ensure_initial_checkpoint(self.paths.model(0), self.cfg.model, self.cfg.run.seed)
-        model, payload = load_model(self.paths.model(self.generation), expect=self.cfg.model)
+        if self.generation == PRETRAIN:
+            model, payload = build_model(self.cfg.model, seed=self.cfg.run.seed), {}
+        else:
+            if self.generation == 0:
+                ensure_initial_checkpoint(self.paths.model(0), self.cfg.model, self.cfg.run.seed)
+            model, payload = load_model(self.paths.model(self.generation), expect=self.cfg.model)
         model.to(self.device)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=tc.momentum, weight_decay=tc.weight_decay, nesterov=True)
-        warmup = max(1, steps // 20) if self.generation == 0 else 1
+        warmup = max(1, steps // 20) if self.generation <= 0 else 1
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
         step = skipped = consumed = 0
         if self.state_path.exists():

@@ -1,0 +1,94 @@
+"""``azhpc import-pgn``: PGN files into shards of a run folder, here or as a SLURM array.
+
+One task runs in this process. With ``--tasks T`` the import is split (task I takes every T-th game): on SLURM
+one array of T elements through submitit, as self-play's (each element requeues itself before its time limit);
+locally T processes, as many at once as this machine has cores. Whatever runs it, the files and filters are fixed
+by ``RUN/import/import.json`` first, so every task and every rerun reads the same games.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import AzhpcError
+from ..pgn.task import ImportSpec, fix_spec, import_state, run_import_task
+from ..store import atomic
+from ..store.paths import RunPaths, check_run_root
+from ..store.progress import ImportProgress, read_import_progress
+from ..store.runconfig import resolve_run_config
+from . import plan as planning
+
+
+@dataclass
+class ImportResult:
+    paths: RunPaths
+    spec: ImportSpec
+    progress: list[ImportProgress] = field(default_factory=list)  # tasks run here
+    jobs: list[str] = field(default_factory=list)  # SLURM arrays submitted
+    failed: list[str] = field(default_factory=list)  # local task processes that failed: one line each
+
+
+def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster: str | None = None,
+               config_path: str | Path | None = None, overrides: Sequence[str] = ()) -> ImportResult:
+    """Import ``spec``'s games into ``run_dir`` (made, with its config, when new): task ``task`` here, or all of
+    them (one here, several as local processes or as a SLURM array)."""
+    paths = RunPaths(check_run_root(Path(run_dir)))
+    cfg = resolve_run_config(paths, config_path, overrides)
+    fix_spec(paths, spec)
+    result = ImportResult(paths, spec)
+    if task is not None or spec.tasks == 1:
+        if cluster == "slurm":
+            raise AzhpcError("--cluster slurm submits an array of --tasks T > 1 (without --task): one task runs here")
+        result.progress.append(run_import_task(paths.root, spec, task or 0))
+        return result
+    cluster = cluster or planning.detect_cluster()
+    _, todo = import_state(paths)
+    if cluster == "slurm":
+        from .slurm import SlurmChain
+
+        plan = planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
+        chain = SlurmChain(paths, cfg, plan)
+        result.jobs = chain.submit_import(todo) if todo else []
+        known = atomic.read_json(paths.import_jobs).get("jobs", []) if paths.import_jobs.exists() else []
+        atomic.write_json(paths.import_jobs, {"jobs": known + result.jobs, "updated": time.time()}, doing="recording import jobs")
+        return result
+    _run_local(paths, todo, result)
+    return result
+
+
+def _run_local(paths: RunPaths, todo: list[int], result: ImportResult) -> None:
+    """Each task a fresh process (``python -m alphazero_hpc.launch.stages import RUN T``), up to the cores at once."""
+    parallel = max(1, min(len(todo), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    running: list[tuple[int, subprocess.Popen]] = []
+    queue = list(todo)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    try:
+        while queue or running:
+            while queue and len(running) < parallel:
+                t = queue.pop(0)
+                with open(paths.stage_log(f"local-import-task{t:04d}"), "ab") as log:
+                    running.append((t, subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.stages", "import",
+                                                         str(paths.root), str(t)], stdout=log, stderr=subprocess.STDOUT,
+                                                        stdin=subprocess.DEVNULL, env=env)))
+            time.sleep(0.2)
+            for t, proc in list(running):
+                if proc.poll() is not None:
+                    running.remove((t, proc))
+                    p = read_import_progress(paths.import_progress(t))
+                    if proc.returncode != 0 or p is None or p.status != "done":
+                        why = (p.error if p is not None and p.error else f"exit status {proc.returncode}")
+                        result.failed.append(f"import task {t}: {why} (log {paths.stage_log(f'local-import-task{t:04d}')})")
+                    if p is not None:
+                        result.progress.append(p)
+    finally:
+        for _, proc in running:
+            proc.terminate()
+            proc.wait()
+    result.progress.sort(key=lambda p: p.task)

@@ -1,0 +1,234 @@
+"""azhpc import-pgn: PGN (made here by Stockfish) into shards encoded exactly as self-play's; filters, bad input,
+compression, tasks, resuming after a kill, and pretraining generation 0 on the result."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import chess
+import chess.pgn
+import h5py
+import numpy as np
+import pytest
+
+from alphazero_hpc.game.encoding import batch_from_chains, chain_for_board, move_index
+from alphazero_hpc.pgn.rows import GameFilter, speed_of
+from alphazero_hpc.pgn.source import PgnFileError, open_pgn
+from alphazero_hpc.pgn.task import ImportSpec, run_import_task
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.shards import read_shard, read_sidecar
+
+from .conftest import ROOT, TINY, run_cli
+from .pgn_games import stockfish_games, write_pgn
+
+HISTORY = 2  # configs/tiny.yaml
+ILLEGAL = '[Event "broken"]\n[Result "1-0"]\n\n1. e4 e5 2. Ke3 Nc6 1-0\n\n'
+CHESS960 = '[Event "960"]\n[Variant "Chess960"]\n[FEN "bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w HFhf - 2 9"]\n[Result "1-0"]\n\n9. g3 1-0\n\n'
+NO_RESULT = '[Event "unfinished"]\n[Result "*"]\n\n1. d4 d5 *\n\n'
+
+
+@pytest.fixture(scope="module")
+def games(request):
+    from alphazero_hpc.errors import AzhpcError
+    from alphazero_hpc.evaluate.players import find_stockfish
+
+    try:
+        sf = find_stockfish()
+    except AzhpcError as exc:
+        if os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1" or os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return stockfish_games(sf, 30, seed=1)
+
+
+@pytest.fixture
+def pgn(tmp_path, games) -> Path:
+    """30 Stockfish games, then a game with an illegal move, a Chess960 game and an unfinished one."""
+    return write_pgn(tmp_path / "games.pgn", games, ILLEGAL + CHESS960 + NO_RESULT)
+
+
+def _import(run: Path, files, tasks: int = 1, task: int = 0, max_games: int = 0, flt: GameFilter = GameFilter(), **kw):
+    return run_import_task(run, ImportSpec.of(files, tasks, max_games, flt), task, config_path=TINY,
+                           overrides=("selfplay.games_per_shard=4",), **kw)
+
+
+def _digest(run: Path) -> dict[str, str]:
+    """Every imported shard's datasets and every sidecar, by name."""
+    out = {}
+    paths = RunPaths(run)
+    for task in paths.import_tasks():
+        for shard in paths.import_complete_shards(task):
+            h = hashlib.sha256()
+            with h5py.File(paths.import_shard(task, shard), "r") as f:
+                for name in sorted(f):
+                    h.update(name.encode() + f[name][...].tobytes())
+            out[f"{task}/{shard}.h5"] = h.hexdigest()
+            out[f"{task}/{shard}.json"] = hashlib.sha256(paths.import_sidecar(task, shard).read_bytes()).hexdigest()
+    return out
+
+
+def _rows(run: Path):
+    paths = RunPaths(run)
+    return [read_shard(paths.import_shard(t, k), expect_history=HISTORY)[0]
+            for t in paths.import_tasks() for k in paths.import_complete_shards(t)]
+
+
+def test_rows_are_encoded_as_self_play_encodes_them(tmp_path, pgn, games):
+    p = _import(tmp_path / "run", [pgn])
+    assert p.status == "done" and p.games == 30 and p.malformed == 1 and p.malformed_games == [31]
+    assert "illegal" in p.malformed_errors[0] and p.rejected == {"variant": 1, "no result": 1}
+    shards = _rows(tmp_path / "run")
+    got = {k: np.concatenate([getattr(s.positions, k) for s in shards]) for k in ("bitboards", "repetitions", "turn", "castling", "halfmove")}
+    policy = np.concatenate([s.policy_index for s in shards])
+    value = np.concatenate([s.value_target for s in shards])
+    assert all((s.policy_count == 1).all() and (s.policy_prob == 1).all() for s in shards)
+    chains, moves, values = [], [], []
+    for game in games:  # the reference: python-chess replaying the game, encoded as self-play encodes its positions
+        result = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}[game.headers["Result"]]
+        board = game.board()
+        for move in game.mainline_moves():
+            chains.append(chain_for_board(board, HISTORY))
+            moves.append(move_index(move, board.turn))
+            values.append(result if board.turn else -result)
+            board.push(move)
+    want = batch_from_chains(chains, HISTORY)
+    assert len(policy) == len(chains) > 1000
+    for k in got:
+        np.testing.assert_array_equal(got[k], np.asarray(getattr(want, k)).astype(got[k].dtype), err_msg=k)
+    np.testing.assert_array_equal(policy, moves)
+    np.testing.assert_array_equal(value, values)
+    assert (np.concatenate([s.positions.repetitions for s in shards]) > 0).any()  # repetitions are really counted
+    sidecars = [read_sidecar(x) for x in RunPaths(tmp_path / "run").import_sidecars()]
+    assert sum(s.games for s in sidecars) == 30 and sum(s.rows for s in sidecars) == len(chains)
+    assert sidecars[-1].source["next_game"] == 33 and sidecars[-1].source["malformed_games"] == [31]
+    with h5py.File(RunPaths(tmp_path / "run").import_shard(0, 0), "r") as f:
+        assert f.attrs["source"] == "pgn" and f.attrs["policy_target"] == "played_move"
+
+
+def test_compressed_inputs_import_the_same_shards(tmp_path, pgn):
+    import zstandard
+
+    data = pgn.read_bytes()
+    (tmp_path / "g.pgn.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "g.pgn.bz2").write_bytes(bz2.compress(data))
+    (tmp_path / "g.pgn.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+    (tmp_path / "misnamed.pgn").write_bytes(gzip.compress(data))  # told apart by its bytes, not its name
+    digests = []
+    for name in ("games.pgn", "g.pgn.gz", "g.pgn.bz2", "g.pgn.zst", "misnamed.pgn"):
+        run = tmp_path / f"run-{name}"
+        _import(run, [tmp_path / name])
+        digests.append({k: v for k, v in _digest(run).items() if k.endswith(".h5")})
+    assert len(digests[0]) == 8 and all(d == digests[0] for d in digests)
+
+
+def test_filters_by_rating_speed_and_ending(tmp_path, pgn, games):
+    by_rating = _import(tmp_path / "a", [pgn], flt=GameFilter(min_elo=1900))
+    keep = [g for g in games if min(int(g.headers["WhiteElo"]), int(g.headers["BlackElo"])) >= 1900]
+    assert 0 < by_rating.games == len(keep) < 30 and by_rating.rejected["rating"] == 30 - len(keep) + 1  # + the broken game: unrated
+    by_speed = _import(tmp_path / "b", [pgn], flt=GameFilter(speeds=("blitz",)))
+    assert by_speed.games == sum(speed_of(g.headers["TimeControl"]) == "blitz" for g in games) == 12
+    by_rules = _import(tmp_path / "c", [pgn], flt=GameFilter(ending="rules"))
+    ends = [g.end().board() for g in games]  # over by the rules, or a draw a player may claim on the board as it is
+    ended = sum(b.outcome() is not None or b.is_repetition(3) or b.halfmove_clock >= 100 for b in ends)
+    assert 0 < by_rules.games == ended < 30 and by_rules.rejected.get("not ended by the rules", 0) == 30 - ended
+    assert [speed_of(t) for t in ("15+0", "60+0", "180+0", "300+3", "600+5", "1800+20", "-", "?")] == \
+        ["ultrabullet", "bullet", "blitz", "blitz", "rapid", "classical", "correspondence", ""]
+
+
+def test_tasks_split_the_games_and_max_games_is_shared(tmp_path, pgn):
+    whole = _rows_by_game(_import_all(tmp_path / "one", pgn, 1))
+    split = _rows_by_game(_import_all(tmp_path / "three", pgn, 3))
+    assert sorted(whole) == sorted(split) and len(whole) == 30
+    capped = [_import(tmp_path / "cap", [pgn], 3, t, max_games=10) for t in range(3)]
+    assert [p.games for p in capped] == [4, 3, 3]
+
+
+def _import_all(run: Path, pgn: Path, tasks: int) -> Path:
+    for t in range(tasks):
+        assert _import(run, [pgn], tasks, t).status == "done"
+    return run
+
+
+def _rows_by_game(run: Path) -> list[bytes]:
+    """Each game's rows (positions and moves) as bytes, whatever task or shard holds it."""
+    out = []
+    for s in _rows(run):
+        for gid in np.unique(s.game_id):
+            rows = s.game_id == gid
+            out.append(s.positions.bitboards[rows].tobytes() + s.policy_index[rows].tobytes())
+    return out
+
+
+def test_killed_import_continues_and_writes_what_an_uninterrupted_one_writes(tmp_path, games):
+    big = write_pgn(tmp_path / "big.pgn", games * 12)  # 360 games, one per shard: a few seconds of import
+    args = ["import-pgn", str(tmp_path / "killed"), str(big), "--config", str(TINY), "--set", "selfplay.games_per_shard=1"]
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "azhpc"), *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    folder = tmp_path / "killed" / "import" / "task-0000"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(folder.glob("*.json"))) < 20:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    written = len(list(folder.glob("*.json")))
+    assert 20 <= written < 360, "the kill came too late to test anything"
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    whole = run_cli("import-pgn", str(tmp_path / "whole"), str(big), "--config", str(TINY), "--set", "selfplay.games_per_shard=1")
+    assert whole.returncode == 0, whole.stderr
+    assert _digest(tmp_path / "killed") == _digest(tmp_path / "whole") and len(_digest(tmp_path / "whole")) == 2 * 360
+    assert not list(folder.glob(".*tmp*")) and not list(folder.glob("*.tmp"))
+    # a further run reads nothing again and changes nothing
+    before = _digest(tmp_path / "killed")
+    assert run_cli(*args).returncode == 0 and _digest(tmp_path / "killed") == before
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
+    (tmp_path / "binary.pgn").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "notes.txt").write_text("Dear diary,\nno chess today.\n")
+    (tmp_path / "head.pgn.gz").write_bytes(gzip.compress(pgn.read_bytes())[:3000])  # cut within the first game
+    whole = gzip.compress(pgn.read_bytes() * 40)
+    (tmp_path / "cut.pgn.gz").write_bytes(whole[: len(whole) // 2])  # cut after hundreds of games
+    for name, words in (("binary.pgn", "not a PGN file"), ("notes.txt", "not a PGN file"), ("missing.pgn", "no such file"),
+                        ("head.pgn.gz", "not a readable gzip file"), ("cut.pgn.gz", "damaged after game")):
+        run = tmp_path / f"run-{name}"
+        r = run_cli("import-pgn", str(run), str(tmp_path / name), "--config", str(TINY))
+        assert r.returncode == 1 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "Traceback" not in r.stderr
+        shards = list((run / "import").rglob("*.h5")) if run.exists() else []
+        assert all(read_sidecar(s.with_suffix(".json")) for s in shards)  # only complete shards, if any
+    with pytest.raises(PgnFileError, match="not a PGN file"):
+        open_pgn(tmp_path / "notes.txt")
+    # the same run with other options would import other games: refused
+    _import(tmp_path / "fixed", [pgn])
+    r = run_cli("import-pgn", str(tmp_path / "fixed"), str(pgn), "--min-elo", "2000")
+    assert r.returncode == 1 and "already imports other games" in r.stderr
+
+
+def test_cli_reports_malformed_games_and_pretrains_generation_zero(tmp_path, pgn):
+    run = tmp_path / "run"
+    r = run_cli("import-pgn", str(run), str(pgn), "--config", str(TINY), "--set", "pretrain.epochs=2")
+    assert r.returncode == 0, r.stderr
+    assert "30 games" in r.stdout and "1 malformed game(s) skipped (game 31: illegal" in r.stdout
+    env = {"OMP_NUM_THREADS": "1"}
+    t = subprocess.run([sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "-1",
+                        "--workers", "0"], capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT, timeout=300)
+    assert t.returncode == 0, t.stderr
+    import torch
+
+    ckpt = torch.load(run / "models" / "gen-0000.pt", weights_only=False)
+    positions = sum(read_sidecar(x).rows for x in RunPaths(run).import_sidecars())
+    assert ckpt["trained_from"] == -1 and ckpt["steps"] == -(-2 * positions // 64)
+    m = ckpt["metrics"]
+    assert m["policy_loss"] < m["first_policy_loss"] - 1.0  # it learned the played moves
+    st = json.loads(run_cli("status", str(run), "--json").stdout)
+    assert st["import"]["games"] == 30 and st["import"]["malformed_games"] == [31]
