@@ -489,6 +489,51 @@ def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int,
     click.echo(f"real run               {r['real_run_samples_per_s']:10.0f} samples/s, waiting for data {r['real_run_data_wait_share']:.1%} of step time")
 
 
+@bench.command("import-pgn")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/small.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Alternating runs of each.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_import_cmd(files: tuple[Path, ...], config_path: Path, overrides: tuple[str, ...], repeats: int, as_json: bool) -> None:
+    """Import positions/s against python-chess's own parse rate of the same files, in one run."""
+    from .tools.pgnbench import bench_import
+
+    r = bench_import(list(files), config_path, overrides, repeats)
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    spread = lambda xs: f"{min(xs):,.0f}-{max(xs):,.0f}"  # noqa: E731
+    click.echo(f"python-chess parse  {r['parse_median']:10,.0f} positions/s (median of {repeats}, {spread(r['parse_positions_per_s'])})")
+    click.echo(f"azhpc import-pgn    {r['import_median']:10,.0f} positions/s (median of {repeats}, {spread(r['import_positions_per_s'])}; "
+               f"{r['positions_imported']:,} of {r['positions_parsed']:,} positions kept)")
+    click.echo(f"import / parse      {r['import_over_parse']:.2f}")
+
+
+@bench.command("pretrain")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/pretrain-check"), show_default=True,
+              help="Folder: the PGN, the run (RUN/import, models/gen-0000.pt, eval/ledger.jsonl). Started again it continues.")
+@click.option("--games", type=click.IntRange(min=1), default=2000, show_default=True, help="Stockfish games to play and import.")
+@click.option("--depth", type=click.IntRange(min=1, max=20), default=2, show_default=True, help="Stockfish's search depth per move.")
+@click.option("--epochs", type=click.FloatRange(min=0.01), default=3.0, show_default=True, help="Passes over the imported positions [pretrain.epochs].")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/learn.yaml"), show_default=True, help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+@click.option("--eval-games", type=click.IntRange(min=2), default=40, show_default=True, help="Games against each opponent.")
+@click.option("--simulations", type=click.IntRange(min=1), default=None, help="Simulations per move [eval.simulations].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Stockfish processes and training threads [the cores].")
+@click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
+def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, config_path: Path, overrides: tuple[str, ...],
+                       eval_games: int, simulations: int | None, workers: int | None, stockfish_path: str | None) -> None:
+    """Learning check of import-pgn: Stockfish games -> import -> pretraining -> matches against random and greedy
+    under the rules of chess (in OUT/run/eval/ledger.jsonl)."""
+    from .evaluate.players import find_stockfish
+    from .tools.pgnbench import learning_check
+
+    learning_check(out_dir, find_stockfish(stockfish_path), games, depth, config_path, (f"pretrain.epochs={epochs}", *overrides),
+                   eval_games, simulations or 0,
+                   workers=workers or len(os.sched_getaffinity(0)), echo=click.echo)
+
+
 @bench.command("learning")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=Path("configs/learn.yaml"), show_default=True, help=CONFIG_HELP)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/learning"), show_default=True,

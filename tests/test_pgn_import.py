@@ -232,3 +232,55 @@ def test_cli_reports_malformed_games_and_pretrains_generation_zero(tmp_path, pgn
     assert m["policy_loss"] < m["first_policy_loss"] - 1.0  # it learned the played moves
     st = json.loads(run_cli("status", str(run), "--json").stdout)
     assert st["import"]["games"] == 30 and st["import"]["malformed_games"] == [31]
+
+
+@pytest.mark.slow
+def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cluster, tmp_path, pgn):
+    """import-pgn --tasks 2 is a SLURM array; launch --pretrain queues the pretraining job after it (afterok) and
+    generation 0's self-play after the pretraining job, which writes models/gen-0000.pt from the imported games."""
+    run = tmp_path / "slp"
+    settings = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
+                "--set", "slurm.gpus_per_node=2", "--set", "slurm.cpus_per_task=1", "--set", "run.generations=1"]
+    r = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+    assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
+    imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
+    assert len(imports) == 1
+    r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
+    assert r.returncode == 0, r.stderr
+    record = json.loads((run / "launch.json").read_text())
+    pre = [j for j in record["jobs"] if j["generation"] == -1]
+    sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]
+    assert len(pre) == 1 and pre[0]["stage"] == "train"
+    assert pre[0]["dependency"] in (f"afterok:{imports[0]}", "")  # "" when the import was over before the launch
+    assert sp0[0]["dependency"] == f"afterok:{pre[0]['job_id']}"
+    deadline = time.time() + 400
+    while time.time() < deadline and not (run / "models" / "gen-0001.pt").exists():
+        time.sleep(3)
+    st = json.loads(run_cli("status", str(run), "--json").stdout)
+    assert (run / "models" / "gen-0001.pt").exists(), run_cli("status", str(run)).stdout
+    import torch
+
+    assert torch.load(run / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
+    assert st["import"]["done"] == 2 and st["import"]["games"] == 30 and st["pretrain"]["state"] == "done"
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", imports[0], "-o", "JobID,State"], capture_output=True, text=True).stdout
+    assert sorted(line.split("|")[1].split()[0] for line in out.splitlines() if line) == ["COMPLETED", "COMPLETED"], out
+
+
+@pytest.mark.slow
+def test_learning_check_a_network_trained_only_on_stockfish_games_beats_random(tmp_path, games):
+    """azhpc bench pretrain, small: 200 Stockfish games -> import -> pretraining -> a match against random under the
+    rules of chess, won by a margin outside the 95% interval, in the run's ledger. (Greedy: docs/pretraining.md.)"""
+    from alphazero_hpc.evaluate.players import find_stockfish
+    from alphazero_hpc.tools.pgnbench import learning_check
+
+    entries = learning_check(tmp_path, find_stockfish(), games=200, depth=2, config=ROOT / "configs" / "learn.yaml",
+                             overrides=("pretrain.epochs=2",), eval_games=10, simulations=48, opponents=("random",),
+                             workers=2, echo=lambda s: None)
+    (entry,) = entries
+    assert entry["opponent"] == "random" and entry["games"] == 10 and entry["adjudicate_material"] == 0
+    assert entry["elo_low"] > 0, entry  # the lower end of the 95% interval is above random
+    ledger = [json.loads(x) for x in (tmp_path / "run" / "eval" / "ledger.jsonl").read_text().splitlines()]
+    assert [(e["player"], e["opponent"]) for e in ledger] == [("gen:0", "random")]
+    import torch
+
+    assert torch.load(tmp_path / "run" / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
