@@ -154,13 +154,14 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
 @click.option("--ending", type=click.Choice(["result", "rules"]), default="result", show_default=True,
               help="result: any game with a result tag; rules: only games the rules end (mate, stalemate, draws by rule).")
 @click.option("--max-games", type=click.IntRange(min=0), default=0, show_default=True, help="Import at most this many games in all (0: every game).")
+@click.option("--games-per-shard", type=click.IntRange(min=1), default=100, show_default=True, help="Accepted games per shard.")
 @click.option("--tasks", type=click.IntRange(min=1), default=1, show_default=True, help="Split the import: task I takes every T-th game.")
 @click.option("--task", type=click.IntRange(min=0), default=None, help="Run only this task here (what each array element runs).")
 @click.option("--cluster", type=click.Choice(["slurm", "local"]), help="With --tasks: a SLURM array, or processes here [default: slurm when sinfo answers].")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="AZHPC_CONFIG", help=CONFIG_HELP)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
-def import_pgn(run_dir: Path, files: tuple[Path, ...], min_elo: int, speeds: str, ending: str, max_games: int, tasks: int,
-               task: int | None, cluster: str | None, config_path: Path | None, overrides: tuple[str, ...]) -> None:
+def import_pgn(run_dir: Path, files: tuple[Path, ...], min_elo: int, speeds: str, ending: str, max_games: int,
+               games_per_shard: int, tasks: int, task: int | None, cluster: str | None, config_path: Path | None, overrides: tuple[str, ...]) -> None:
     """Import games from PGN files (.pgn, .pgn.gz, .pgn.bz2, .pgn.zst) into shards of RUN.
 
     Each position before a move becomes a training row (policy: the move played; value: the result), encoded as
@@ -177,7 +178,7 @@ def import_pgn(run_dir: Path, files: tuple[Path, ...], min_elo: int, speeds: str
         raise click.BadParameter(f"{unknown[0]!r} is not one of {', '.join(SPEEDS)}", param_hint="--speeds")
     if task is not None and task >= tasks:
         raise click.BadParameter(f"{task} is not below --tasks {tasks}", param_hint="--task")
-    spec = ImportSpec.of(files, tasks, max_games, GameFilter(min_elo, wanted, ending))
+    spec = ImportSpec.of(files, tasks, max_games, GameFilter(min_elo, wanted, ending), games_per_shard)
     res = do_import(run_dir, spec, task, cluster, config_path, overrides)
     if res.jobs:
         click.echo(f"import of {len(spec.files)} file(s) into {res.paths.root}: SLURM array job(s) {', '.join(res.jobs)} "

@@ -57,8 +57,7 @@ def pgn(tmp_path, games) -> Path:
 
 
 def _import(run: Path, files, tasks: int = 1, task: int = 0, max_games: int = 0, flt: GameFilter = GameFilter(), **kw):
-    return run_import_task(run, ImportSpec.of(files, tasks, max_games, flt), task, config_path=TINY,
-                           overrides=("selfplay.games_per_shard=4",), **kw)
+    return run_import_task(run, ImportSpec.of(files, tasks, max_games, flt, games_per_shard=4), task, config_path=TINY, **kw)
 
 
 def _digest(run: Path) -> dict[str, str]:
@@ -170,7 +169,7 @@ def _rows_by_game(run: Path) -> list[bytes]:
 
 def test_killed_import_continues_and_writes_what_an_uninterrupted_one_writes(tmp_path, games):
     big = write_pgn(tmp_path / "big.pgn", games * 12)  # 360 games, one per shard: a few seconds of import
-    args = ["import-pgn", str(tmp_path / "killed"), str(big), "--config", str(TINY), "--set", "selfplay.games_per_shard=1"]
+    args = ["import-pgn", str(tmp_path / "killed"), str(big), "--config", str(TINY), "--games-per-shard", "1"]
     proc = subprocess.Popen([str(Path(sys.executable).parent / "azhpc"), *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     folder = tmp_path / "killed" / "import" / "task-0000"
@@ -183,7 +182,7 @@ def test_killed_import_continues_and_writes_what_an_uninterrupted_one_writes(tmp
     assert 20 <= written < 360, "the kill came too late to test anything"
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
-    whole = run_cli("import-pgn", str(tmp_path / "whole"), str(big), "--config", str(TINY), "--set", "selfplay.games_per_shard=1")
+    whole = run_cli("import-pgn", str(tmp_path / "whole"), str(big), "--config", str(TINY), "--games-per-shard", "1")
     assert whole.returncode == 0, whole.stderr
     assert _digest(tmp_path / "killed") == _digest(tmp_path / "whole") and len(_digest(tmp_path / "whole")) == 2 * 360
     assert not list(folder.glob(".*tmp*")) and not list(folder.glob("*.tmp"))
@@ -284,3 +283,31 @@ def test_learning_check_a_network_trained_only_on_stockfish_games_beats_random(t
     import torch
 
     assert torch.load(tmp_path / "run" / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
+
+
+QUICK_RUN = ["--config", str(TINY), "--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2",
+             "--set", "selfplay.max_plies=24", "--set", "mcts.simulations=8", "--set", "mcts.fast_simulations=2",
+             "--set", "run.generations=1", "--set", "train.loader_workers=0"]
+
+
+@pytest.mark.slow
+def test_local_launch_pretrains_generation_zero_before_its_self_play(tmp_path, pgn):
+    from alphazero_hpc.net.checkpoint import file_digest
+
+    run = tmp_path / "loc"
+    no_import = run_cli("launch", "--run-dir", str(tmp_path / "empty"), "--cluster", "local", "--pretrain", *QUICK_RUN)
+    assert no_import.returncode == 1 and "import-pgn" in no_import.stderr and len(no_import.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "empty").exists()  # the failed launch made the folder and removes it
+    assert run_cli("import-pgn", str(run), str(pgn), *QUICK_RUN).returncode == 0
+    r = run_cli("launch", "--run-dir", str(run), "--cluster", "local", "--pretrain", "--wait", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    record = json.loads((run / "launch.json").read_text())
+    stages = [(j["generation"], j["stage"]) for j in record["jobs"]]
+    assert stages[0] == (-1, "train") and stages[1:] == [(0, "selfplay")] * (len(stages) - 2) + [(0, "train")]
+    assert json.loads(run_cli("status", str(run), "--json").stdout)["pretrain"]["state"] == "done"
+    with h5py.File(run / "selfplay" / "gen-0000" / "task-0000" / "shard-00000.h5", "r") as f:
+        assert f.attrs["model_sha256"] == file_digest(run / "models" / "gen-0000.pt")  # self-play played the pretrained net
+    import torch
+
+    assert torch.load(run / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
+    assert (run / "models" / "gen-0001.pt").exists()

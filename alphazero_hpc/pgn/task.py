@@ -2,7 +2,7 @@
 
 Task I of T takes the games numbered I, I + T, I + 2T, ... of the input (all files in the order given, numbered
 from 0; the other games are skipped at python-chess's fast path, unparsed) and, with ``max_games`` N, at most
-its share of N accepted games. Every ``selfplay.games_per_shard`` accepted games make a shard; its sidecar
+its share of N accepted games. Every ``games_per_shard`` accepted games make a shard; its sidecar
 records where in the input the shard ends and the counts so far, so a task killed at any moment and started
 again continues after its last complete shard and writes exactly what an uninterrupted run would. What the
 import reads (files, filters, tasks) is fixed by ``RUN/import/import.json`` at its first start.
@@ -43,6 +43,7 @@ class ImportSpec:
     min_elo: int
     speeds: tuple[str, ...]
     ending: str
+    games_per_shard: int = 100  # accepted games per shard (bigger than self-play's: a shard costs a few ms to write)
 
     @property
     def filter(self) -> GameFilter:
@@ -60,10 +61,11 @@ class ImportSpec:
     @classmethod
     def from_json(cls, data: dict) -> ImportSpec:
         return cls(tuple(data["files"]), tuple(data["sizes"]), int(data["tasks"]), int(data["max_games"]),
-                   int(data["min_elo"]), tuple(data["speeds"]), str(data["ending"]))
+                   int(data["min_elo"]), tuple(data["speeds"]), str(data["ending"]), int(data["games_per_shard"]))
 
     @classmethod
-    def of(cls, files: Sequence[str | Path], tasks: int = 1, max_games: int = 0, game_filter: GameFilter = GameFilter()) -> ImportSpec:
+    def of(cls, files: Sequence[str | Path], tasks: int = 1, max_games: int = 0, game_filter: GameFilter = GameFilter(),
+           games_per_shard: int = 100) -> ImportSpec:
         if not files:
             raise AzhpcError("no PGN file given: azhpc import-pgn RUN FILE [FILE ...]")
         paths = [Path(f).resolve() for f in files]
@@ -77,10 +79,12 @@ class ImportSpec:
             raise AzhpcError(f"--tasks {tasks}: must be at least 1")
         if max_games < 0:
             raise AzhpcError(f"--max-games {max_games}: must be 0 (every game) or more")
+        if games_per_shard < 1:
+            raise AzhpcError(f"--games-per-shard {games_per_shard}: must be at least 1")
         if game_filter.ending not in ("result", "rules"):
             raise AzhpcError(f"--ending {game_filter.ending}: must be result or rules")
         return cls(tuple(map(str, paths)), tuple(sizes), tasks, max_games, game_filter.min_elo,
-                   tuple(sorted(game_filter.speeds)), game_filter.ending)
+                   tuple(sorted(game_filter.speeds)), game_filter.ending, games_per_shard)
 
 
 def fix_spec(paths: RunPaths, spec: ImportSpec) -> None:
@@ -148,7 +152,7 @@ class _Task:
         self.paths, self.cfg, self.spec, self.task = paths, cfg, spec, task
         self.deadline = deadline or Deadline(None)
         self.history = cfg.model.history
-        self.per_shard = cfg.selfplay.games_per_shard
+        self.per_shard = spec.games_per_shard
         done, source = _cursor(paths, task)
         previous = read_import_progress(paths.import_progress(task))
         p = ImportProgress(task, spec.tasks, attempt=(previous.attempt + 1) if previous else 1)
