@@ -62,6 +62,26 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
     return result
 
 
+def import_jobs_to_wait_for(paths: RunPaths, cluster: str) -> list[str]:
+    """The import arrays that pretraining must wait for: none when the import is done; on SLURM those still queued
+    or running. An import neither done nor coming is one line with the fix (rerun import-pgn: it continues)."""
+    from ..cluster import scheduler
+
+    spec, todo = import_state(paths)
+    if not todo:
+        return []
+    waiting: list[str] = []
+    if cluster == "slurm" and paths.import_jobs.exists():
+        jobs = [str(j) for j in atomic.read_json(paths.import_jobs).get("jobs", [])]
+        states = scheduler.query(jobs)
+        waiting = [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
+    if not waiting:
+        raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
+                         f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
+                         "the same files (it continues), then launch or resume")
+    return waiting
+
+
 def _run_local(paths: RunPaths, todo: list[int], result: ImportResult) -> None:
     """Each task a fresh process (``python -m alphazero_hpc.launch.stages import RUN T``), up to the cores at once."""
     parallel = max(1, min(len(todo), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))

@@ -193,10 +193,10 @@ def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit
     if failed >= limit:
         result.gave_up.append(_gave_up("pretraining", failed, progress.error if progress else ""))
         return "", False
-    from .stages import check_import_done
+    from .importing import import_jobs_to_wait_for
 
-    check_import_done(paths)  # a pretraining job without its data would only fail again
-    new = chain.submit_train(-1, [], "", 1 + len(jobs))
+    after_import = import_jobs_to_wait_for(paths, "slurm")  # without its data a pretraining job would only fail again
+    new = chain.submit_train(-1, [], "", 1 + len(jobs), after_ok=after_import)
     result.submitted.append(new)
     return new.job_id, True
 

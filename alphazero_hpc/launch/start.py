@@ -16,6 +16,7 @@ from ..errors import AzhpcError, RunDirError, describe_os_error
 from ..store.paths import DEFAULT_ROOT, RunPaths, check_run_root
 from ..store.runconfig import resolve_run_config
 from . import plan as planning
+from .importing import import_jobs_to_wait_for
 from .record import LaunchRecord, record_lock, write_record
 
 
@@ -34,28 +35,6 @@ def _plan(cfg: Config, cluster: str, pretrain: bool = False) -> planning.LaunchP
     gpus, cpus = planning.local_devices()
     return planning.make_plan(cfg, "local", local_gpus=gpus if cfg.slurm.gpus_per_node else 0, local_cpus=cpus,
                               pretrain=pretrain)
-
-
-def _import_to_wait_for(paths: RunPaths, cluster: str) -> list[str]:
-    """For ``--pretrain``: the import arrays pretraining must wait for (SLURM: those still queued or running).
-    An import that is not done and not coming is one line with the fix."""
-    from ..pgn.task import import_state
-
-    spec, todo = import_state(paths)
-    if not todo:
-        return []
-    waiting: list[str] = []
-    if cluster == "slurm" and paths.import_jobs.exists():
-        from ..store import atomic
-
-        jobs = [str(j) for j in atomic.read_json(paths.import_jobs).get("jobs", [])]
-        states = scheduler.query(jobs)
-        waiting = [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
-    if not waiting:
-        raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
-                         f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
-                         "the same files (it continues), then launch")
-    return waiting
 
 
 def new_run_dir(root: Path = DEFAULT_ROOT) -> Path:
@@ -131,7 +110,7 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
     given = config_path is not None or bool(overrides) or not paths.config.exists()
     cfg = load_config(config_path, overrides) if given else resolve_run_config(paths)
     plan = _plan(cfg, cluster, pretrain)  # raises on a plan that cannot run, before anything is written
-    after_import = _import_to_wait_for(paths, cluster) if pretrain else []
+    after_import = import_jobs_to_wait_for(paths, cluster) if pretrain else []
     resolve_run_config(paths, config_path, overrides)  # writes config.yaml, or checks it agrees
     if not pretrain:
         ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
