@@ -236,7 +236,8 @@ def test_cli_reports_malformed_games_and_pretrains_generation_zero(tmp_path, pgn
 @pytest.mark.slow
 def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cluster, tmp_path, pgn):
     """import-pgn --tasks 2 is a SLURM array; launch --pretrain queues the pretraining job after it (afterok) and
-    generation 0's self-play after the pretraining job, which writes models/gen-0000.pt from the imported games."""
+    generation 0's self-play after the pretraining job, which writes models/gen-0000.pt from the imported games.
+    A cancelled pretraining job is resubmitted by azhpc resume."""
     run = tmp_path / "slp"
     settings = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
                 "--set", "slurm.gpus_per_node=2", "--set", "slurm.cpus_per_task=1", "--set", "run.generations=1"]
@@ -252,6 +253,17 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     assert len(pre) == 1 and pre[0]["stage"] == "train"
     assert pre[0]["dependency"] in (f"afterok:{imports[0]}", "")  # "" when the import was over before the launch
     assert sp0[0]["dependency"] == f"afterok:{pre[0]['job_id']}"
+    # scancel of the pretraining job: the chain after it can never run; azhpc resume queues pretraining again (after
+    # the import array if that still runs) and the generation after it
+    subprocess.run(["scancel", pre[0]["job_id"]], check=True)
+    r = run_cli("resume", str(run))
+    assert r.returncode == 0, r.stderr
+    record = json.loads((run / "launch.json").read_text())
+    again = [j for j in record["jobs"] if j["generation"] == -1]
+    assert [j["attempt"] for j in again] == [1, 2], again
+    assert again[1]["dependency"] in (f"afterok:{imports[0]}", "")
+    sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]
+    assert sp0[-1]["dependency"] == f"afterok:{again[1]['job_id']}", sp0
     deadline = time.time() + 400
     while time.time() < deadline and not (run / "models" / "gen-0001.pt").exists():
         time.sleep(3)
@@ -311,3 +323,4 @@ def test_local_launch_pretrains_generation_zero_before_its_self_play(tmp_path, p
 
     assert torch.load(run / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
     assert (run / "models" / "gen-0001.pt").exists()
+
