@@ -324,3 +324,17 @@ def test_local_launch_pretrains_generation_zero_before_its_self_play(tmp_path, p
     assert torch.load(run / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
     assert (run / "models" / "gen-0001.pt").exists()
 
+
+
+def test_slurm_pretraining_with_more_ranks_than_imported_shards_is_refused_at_launch(slurm_cluster, tmp_path, pgn):
+    """Each training rank reads whole shards: an import of one shard for a job of two ranks is one line at launch,
+    with the fix, before anything is queued; the imported games stay."""
+    run = tmp_path / "few"
+    settings = ["--config", str(TINY), "--set", "slurm.gpus_per_node=2", "--set", "run.generations=1"]
+    assert run_cli("import-pgn", str(run), str(pgn), *settings).returncode == 0
+    shards = sorted((run / "import").rglob("*.h5"))
+    assert len(shards) == 1
+    r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "1 shard(s) for a pretraining job of 2 ranks" in r.stderr and "--games-per-shard" in r.stderr, r.stderr
+    assert not (run / "launch.json").exists() and sorted((run / "import").rglob("*.h5")) == shards

@@ -62,13 +62,20 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
     return result
 
 
-def import_jobs_to_wait_for(paths: RunPaths, cluster: str) -> list[str]:
+def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> list[str]:
     """The import arrays that pretraining must wait for: none when the import is done; on SLURM those still queued
-    or running. An import neither done nor coming is one line with the fix (rerun import-pgn: it continues)."""
+    or running. An import neither done nor coming is one line with the fix (rerun import-pgn: it continues), and so
+    is a finished one with fewer shards than the pretraining job has ranks (each rank reads whole shards)."""
     from ..cluster import scheduler
+    from ..train.data import imported_window
 
     spec, todo = import_state(paths)
     if not todo:
+        shards = len(imported_window(paths))
+        if shards and shards < ranks:
+            raise AzhpcError(f"the import in {paths.root} has {shards} shard(s) for a pretraining job of {ranks} ranks, "
+                             "each of which reads whole shards: import again into a new run folder with a smaller "
+                             "--games-per-shard, or launch with fewer --nodes/--gpus-per-node")
         return []
     waiting: list[str] = []
     if cluster == "slurm" and paths.import_jobs.exists():

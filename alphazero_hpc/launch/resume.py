@@ -195,7 +195,7 @@ def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit
         return "", False
     from .importing import import_jobs_to_wait_for
 
-    after_import = import_jobs_to_wait_for(paths, "slurm")  # without its data a pretraining job would only fail again
+    after_import = import_jobs_to_wait_for(paths, "slurm", record.plan.world_size)  # without its data a pretraining job would only fail again
     new = chain.submit_train(-1, [], "", 1 + len(jobs), after_ok=after_import)
     result.submitted.append(new)
     return new.job_id, True

@@ -110,7 +110,7 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
     given = config_path is not None or bool(overrides) or not paths.config.exists()
     cfg = load_config(config_path, overrides) if given else resolve_run_config(paths)
     plan = _plan(cfg, cluster, pretrain)  # raises on a plan that cannot run, before anything is written
-    after_import = import_jobs_to_wait_for(paths, cluster) if pretrain else []
+    after_import = import_jobs_to_wait_for(paths, cluster, plan.world_size) if pretrain else []
     resolve_run_config(paths, config_path, overrides)  # writes config.yaml, or checks it agrees
     if not pretrain:
         ensure_initial_checkpoint(paths.model(0), cfg.model, cfg.run.seed)
