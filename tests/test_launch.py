@@ -712,6 +712,45 @@ def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
         orphan.kill()
 
 
+def _detached(*code: str) -> int:
+    """A python process that init reaps (as the detached supervisor is); returns its pid."""
+    import sys
+
+    out = subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, "-c", *code],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def test_cancel_kills_a_supervisor_that_ignores_sigterm_and_its_stages(tmp_path):
+    """A hung supervisor (CI once saw one outlive azhpc cancel): cancel waits its timeout, SIGKILLs it, stops
+    its stage processes as orphans, and returns only when none of them is left."""
+    import socket
+
+    from alphazero_hpc.launch.cancel import cancel_run
+    from alphazero_hpc.launch.record import JobRecord, read_record
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    supervisor = _detached(stubborn, "alphazero_hpc.launch.local")
+    stage = _detached(stubborn, "alphazero_hpc.launch.stages", "selfplay")
+    try:
+        time.sleep(0.5)  # both have installed SIG_IGN
+        paths = RunPaths(tmp_path / "run")
+        host = socket.gethostname()
+        _local_record(paths, {"pid": supervisor, "host": host, "state": "running"},
+                      [JobRecord(0, "selfplay", f"local-{stage}", [0, 1], state="running", host=host)])
+        t0 = time.time()
+        live = cancel_run(paths.root, timeout_s=1.0)
+        assert time.time() - t0 < 15
+        assert live == [f"local-{supervisor}", f"local-{stage}"]
+        assert not pid_alive(supervisor) and not pid_alive(stage)
+        record = read_record(paths)
+        assert record.supervisor["state"] == "cancelled" and record.jobs[0].state == "stopped"
+    finally:
+        for pid in (supervisor, stage):
+            if pid_alive(pid):
+                os.kill(pid, 9)
+
+
 def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
     """A watching status re-reads no unchanged sidecar and only the tail of metrics.jsonl."""
     from alphazero_hpc.report import status as status_mod

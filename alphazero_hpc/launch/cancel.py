@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..store.paths import RunPaths
-from .record import azhpc_process_alive, read_record, record_lock, stop_orphans, write_record
+from .record import azhpc_process_alive, read_record, record_lock, stop_orphans, wait_gone, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -45,6 +45,9 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
             deadline = time.time() + timeout_s
             while azhpc_process_alive(pid, host) and time.time() < deadline:
                 time.sleep(0.2)
+            if azhpc_process_alive(pid, host):  # hung: its stage processes are stopped below as orphans
+                os.kill(pid, signal.SIGKILL)
+                wait_gone(pid, host)
         record = read_record(paths) or record
         live += stop_orphans(record, timeout_s)
         for job in record.jobs:

@@ -91,7 +91,7 @@ class LocalSupervisor:
                     self._save()
 
     def _wait_all(self, evals: bool = False) -> None:
-        while self.running or (evals and self.evals):
+        while (self.running or (evals and self.evals)) and not self._stop:
             self._reap()
             self._tick()
             time.sleep(0.2)
@@ -121,6 +121,8 @@ class LocalSupervisor:
                             [0, 1], 0, max(1, (os.cpu_count() or 1) // plan.ranks_per_node))
         self.running.append(train)
         self._wait_all()
+        if self._stop:
+            return False
         if train.job.state == "done" and self.eval_enabled:  # one thread: it shares the cores with self-play
             self.evals.append(self._start(generation, "eval", [run, str(generation + 1)], [0, 1], 0, 1))
         return train.job.state == "done"
@@ -132,7 +134,7 @@ class LocalSupervisor:
                             [0, 1], 0, max(1, (os.cpu_count() or 1) // plan.ranks_per_node))
         self.running.append(train)
         self._wait_all()
-        return train.job.state == "done"
+        return train.job.state == "done" and not self._stop
 
     def run(self) -> int:
         """Every generation whose checkpoint is missing; 0 when the last checkpoint exists."""
@@ -157,14 +159,19 @@ class LocalSupervisor:
                     self._save(state="failed", error=f"generation {g} training failed: see {log}")
                     return 1
             self._wait_all(evals=True)
+            if self._stop:
+                self._save(state="cancelled", error="cancelled by a signal")
+                return 130
         finally:
             self._terminate_children()
         self._save(state="done")
         return 0
 
     def _cancel(self, signum, frame) -> None:  # noqa: ARG002
+        # Only a flag: every loop polls it within 0.2 s and the ``finally`` of run() stops the children. Work
+        # done inside the handler raced the main thread (Popen's waitpid lock held by a poll() it interrupted
+        # made the handler's wait() hang, and the supervisor outlived azhpc cancel).
         self._stop = True
-        self._terminate_children()
 
     def _terminate_children(self) -> None:
         for proc in self.running + self.evals:

@@ -167,6 +167,13 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def wait_gone(pid: int, host: str, timeout_s: float = 10.0) -> None:
+    """After a SIGKILL: wait until the process is reaped, so that a caller that returns leaves nothing behind."""
+    deadline = time.time() + timeout_s
+    while azhpc_process_alive(pid, host) and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def stop_orphans(record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
     """Stop the stage processes of a supervisor that is gone (SIGKILLed: its children run on). SIGTERM makes a
     stage stop at its next safe point (complete shards and training states stay); they are marked stopped.
@@ -180,6 +187,7 @@ def stop_orphans(record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
             time.sleep(0.1)
         if azhpc_process_alive(job.local_pid, job.host):
             os.kill(job.local_pid, signal.SIGKILL)
+            wait_gone(job.local_pid, job.host)
         job.state, job.exit_code = "stopped", None
     return [j.job_id for j in orphans]
 
