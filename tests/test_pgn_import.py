@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import io
 import json
 import os
 import signal
@@ -120,9 +121,12 @@ def test_compressed_inputs_import_the_same_shards(tmp_path, pgn):
     (tmp_path / "g.pgn.gz").write_bytes(gzip.compress(data))
     (tmp_path / "g.pgn.bz2").write_bytes(bz2.compress(data))
     (tmp_path / "g.pgn.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+    cut = data.index(b"[Event", len(data) // 2)  # several frames, as pzstd and zstd -T write them
+    (tmp_path / "frames.pgn.zst").write_bytes(b"".join(zstandard.ZstdCompressor().compress(part)
+                                                       for part in (data[:1000], data[1000:cut], data[cut:])))
     (tmp_path / "misnamed.pgn").write_bytes(gzip.compress(data))  # told apart by its bytes, not its name
     digests = []
-    for name in ("games.pgn", "g.pgn.gz", "g.pgn.bz2", "g.pgn.zst", "misnamed.pgn"):
+    for name in ("games.pgn", "g.pgn.gz", "g.pgn.bz2", "g.pgn.zst", "frames.pgn.zst", "misnamed.pgn"):
         run = tmp_path / f"run-{name}"
         _import(run, [tmp_path / name])
         digests.append({k: v for k, v in _digest(run).items() if k.endswith(".h5")})
@@ -197,8 +201,15 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
     (tmp_path / "head.pgn.gz").write_bytes(gzip.compress(pgn.read_bytes())[:3000])  # cut within the first game
     whole = gzip.compress(pgn.read_bytes() * 40)
     (tmp_path / "cut.pgn.gz").write_bytes(whole[: len(whole) // 2])  # cut after hundreds of games
+    import zstandard
+
+    small_window = zstandard.ZstdCompressionParameters.from_level(3, window_log=10)  # no match across the copies
+    whole = zstandard.ZstdCompressor(compression_params=small_window).compress(pgn.read_bytes() * 40)
+    (tmp_path / "cut.pgn.zst").write_bytes(whole[: len(whole) // 2])  # zstandard's own reader ends it quietly
+    (tmp_path / "bad.pgn.zst").write_bytes(whole[:4] + bytes(range(256)) * 8)  # its magic, then garbage
     for name, words in (("binary.pgn", "not a PGN file"), ("notes.txt", "not a PGN file"), ("missing.pgn", "no such file"),
-                        ("head.pgn.gz", "not a readable gzip file"), ("cut.pgn.gz", "damaged after game")):
+                        ("head.pgn.gz", "not a readable gzip file"), ("cut.pgn.gz", "damaged after game"),
+                        ("cut.pgn.zst", "damaged after game"), ("bad.pgn.zst", "not a readable zstandard file")):
         run = tmp_path / f"run-{name}"
         r = run_cli("import-pgn", str(run), str(tmp_path / name), "--config", str(TINY))
         assert r.returncode == 1 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -211,6 +222,38 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
     _import(tmp_path / "fixed", [pgn])
     r = run_cli("import-pgn", str(tmp_path / "fixed"), str(pgn), "--min-elo", "2000")
     assert r.returncode == 1 and "already imports other games" in r.stderr
+
+
+def _visit(text: str, flt: GameFilter = GameFilter()):
+    from alphazero_hpc.pgn.rows import RowVisitor
+
+    return chess.pgn.read_game(io.StringIO(text), Visitor=lambda: RowVisitor(flt, HISTORY))
+
+
+def test_null_moves_and_claimable_draws_in_a_decisive_game():
+    # a null move ('--', 'Z0': analysis notation) makes the game malformed, counted, not a failed task
+    for null in ("--", "Z0"):
+        g = _visit(f'[Result "1-0"]\n\n1. e4 {null} 2. d4 e5 1-0\n')
+        assert g.malformed == "null move at ply 2" and not g.accepted
+    # threefold repetition on the board, not claimed: the game went on to a resignation or a flag
+    shuffle = "1. Nf3 Nf6 2. Ng1 Ng8 3. Nf3 Nf6 4. Ng1 Ng8"
+    won = _visit(f'[Result "0-1"]\n\n{shuffle} 0-1\n')
+    assert won.accepted and won.termination == "result tag" and won.result == -1
+    assert _visit(f'[Result "0-1"]\n\n{shuffle} 0-1\n', GameFilter(ending="rules")).rejected == "not ended by the rules"
+    drawn = _visit(f'[Result "1/2-1/2"]\n\n{shuffle} 1/2-1/2\n', GameFilter(ending="rules"))
+    assert drawn.accepted and drawn.termination == "threefold repetition" and drawn.result == 0
+    # a position the rules end by themselves still must agree with the tag
+    mate = _visit('[Result "1-0"]\n\n1. f3 e5 2. g4 Qh4# 1-0\n')
+    assert mate.malformed == "result tag 1-0 but the game ends by checkmate"
+
+
+def test_an_import_that_kept_no_games_is_refused_by_launch_pretrain(tmp_path, pgn):
+    run = tmp_path / "run"
+    r = run_cli("import-pgn", str(run), str(pgn), "--config", str(TINY), "--min-elo", "4000")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("launch", "--run-dir", str(run), "--cluster", "local", "--pretrain", "--config", str(TINY))
+    assert r.returncode == 1 and "no games kept" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (run / "launch.json").exists()
 
 
 def test_cli_reports_malformed_games_and_pretrains_generation_zero(tmp_path, pgn):

@@ -72,7 +72,11 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     spec, todo = import_state(paths)
     if not todo:
         shards = len(imported_window(paths))
-        if shards and shards < ranks:
+        if not shards:
+            raise AzhpcError(f"the import in {paths.root} finished with no games kept (azhpc status {paths.root} counts "
+                             "what was left out and why): import files that pass the filters (--min-elo, --speeds, "
+                             "--ending) into a new run folder")
+        if shards < ranks:
             raise AzhpcError(f"the import in {paths.root} has {shards} shard(s) for a pretraining job of {ranks} ranks, "
                              "each of which reads whole shards: import again into a new run folder with a smaller "
                              "--games-per-shard, or launch with fewer --nodes/--gpus-per-node")

@@ -113,12 +113,20 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
     def visit_move(self, board: chess.Board, move: chess.Move) -> None:
         if self.out.malformed:
             return
+        if not move:  # a null move ('--', 'Z0'): analysis notation, not a move of a game
+            self.handle_error(ValueError(f"null move at ply {board.ply() + 1}"))
+            return
+        try:
+            index = move_index(move, board.turn)
+        except ValueError as exc:  # no policy slot for it (the parser has already checked that it is legal)
+            self.handle_error(exc)
+            return
         key = position_key(board)
         halfmove = board.halfmove_clock
         self._link = extend_chain(key, count_repetitions(key, halfmove, self._link), halfmove, self._link, self.history)
         out = self.out
         out.chains.append(self._link)
-        out.moves.append(move_index(move, board.turn))
+        out.moves.append(index)
         out.turns.append(board.turn)
         out.plies.append(board.ply())
 
@@ -139,8 +147,10 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
             return
         tagged = RESULTS[out.headers.get("Result", "*")]
         ending = rules_ending(board)
+        if ending is not None and not ending[2] and tagged != 0:
+            ending = None  # a draw that could be claimed, not claimed: the game went on to a resignation or a flag
         if ending is not None:
-            name, by_rules = ending
+            name, by_rules, _ = ending
             if by_rules != tagged:
                 out.malformed = f"result tag {out.headers.get('Result')} but the game ends by {name}"
                 return
@@ -156,16 +166,18 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
         return self.out
 
 
-def rules_ending(board: chess.Board) -> tuple[str, int] | None:
-    """(how, result for white) when the rules end the game in this position or let a player claim the draw
-    (threefold repetition on the board, fifty moves), else None (a resignation, a draw agreed, time)."""
+def rules_ending(board: chess.Board) -> tuple[str, int, bool] | None:
+    """(how, result for white, automatic) when the rules end the game in this position (automatic) or let a player
+    claim the draw (threefold repetition on the board, fifty moves: not automatic), else None (a resignation, a
+    draw agreed, time)."""
     outcome = board.outcome(claim_draw=False)  # mate, stalemate, insufficient material, 75 moves, fivefold
     if outcome is not None:
-        return outcome.termination.name.lower().replace("_", " "), 0 if outcome.winner is None else (1 if outcome.winner else -1)
+        winner = 0 if outcome.winner is None else (1 if outcome.winner else -1)
+        return outcome.termination.name.lower().replace("_", " "), winner, True
     if board.is_repetition(3):
-        return "threefold repetition", 0
+        return "threefold repetition", 0, False
     if board.halfmove_clock >= 100:
-        return "fifty moves", 0
+        return "fifty moves", 0, False
     return None
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import zlib
 from pathlib import Path
 from typing import IO
 
 from ..errors import AzhpcError
 
+# what reading a damaged or truncated file raises (gzip.BadGzipFile and bz2's errors are OSError, a truncated
+# stream EOFError, a bad zlib stream zlib.error; _Zstd turns zstandard's errors into OSError)
+STREAM_ERRORS = (OSError, EOFError, zlib.error)
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstandard"}
 _PROBE = 65536
 
@@ -45,10 +49,57 @@ def _binary(path: Path, kind: str) -> IO[bytes]:
     if kind == "bzip2":
         return bz2.open(path, "rb")
     if kind == "zstandard":
-        import zstandard  # the Lichess databases' format; a kept binding of the reference library
-
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True, read_size=1 << 20)
+        return _Zstd(open(path, "rb"))
     return open(path, "rb")
+
+
+class _Zstd(io.RawIOBase):
+    """Decompressed bytes of a zstandard file, frame after frame, through the ``zstandard`` package (a kept binding of
+    the reference library; the Lichess databases' format). Unlike its ``stream_reader``, a file that ends inside a
+    frame raises EOFError (as gzip and bz2 do) instead of ending quietly, and damaged data is an OSError."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        import zstandard
+
+        self._zstd, self._fh = zstandard, fh
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._started = False  # the current frame has been fed data
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+        while not self._out:
+            chunk = self._fh.read(1 << 20)
+            if not chunk:
+                if self._started:
+                    raise EOFError("the zstandard data ends before the end of its last frame (a truncated file)")
+                return 0
+            self._out = memoryview(self._decompress(chunk))
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _decompress(self, chunk: bytes) -> bytes:
+        out = []
+        try:
+            while chunk:
+                self._started = True
+                out.append(self._frame.decompress(chunk))
+                if not self._frame.eof:
+                    break
+                chunk = self._frame.unused_data  # the next frame (pzstd and zstd -T write several)
+                self._frame = self._zstd.ZstdDecompressor().decompressobj()
+                self._started = False
+        except self._zstd.ZstdError as exc:
+            raise OSError(f"damaged zstandard data: {exc}") from exc
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
 
 
 def open_pgn(path: Path) -> io.TextIOWrapper:
@@ -58,10 +109,7 @@ def open_pgn(path: Path) -> io.TextIOWrapper:
     raw = io.BufferedReader(_binary(path, kind), buffer_size=1 << 20)  # type: ignore[arg-type]
     try:
         head = raw.peek(_PROBE)[:_PROBE]
-    except (OSError, EOFError, ValueError) as exc:  # gzip.BadGzipFile, bz2/zstd errors are OSError/ValueError
-        raw.close()
-        raise PgnFileError(f"{path}: not a readable {kind} file ({exc}); check that it is complete") from exc
-    except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError is its own class
+    except STREAM_ERRORS as exc:
         raw.close()
         raise PgnFileError(f"{path}: not a readable {kind} file ({exc}); check that it is complete") from exc
     problem = _not_pgn(head)

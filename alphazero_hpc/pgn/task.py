@@ -27,7 +27,7 @@ from ..store.progress import ImportProgress, read_import_progress
 from ..store.runconfig import resolve_run_config
 from ..store.shards import ShardStats, Sidecar, read_sidecar, write_shard, write_sidecar
 from .rows import GameFilter, GameRows, RowVisitor, game_arrays
-from .source import PgnFileError, open_pgn
+from .source import STREAM_ERRORS, PgnFileError, open_pgn
 
 KEEP_MALFORMED = 10  # game numbers (and errors) of malformed games kept for the report
 
@@ -237,7 +237,7 @@ class _Task:
                     try:
                         rows = chess.pgn.read_game(handle, Visitor=visitor) if mine else None
                         found = rows is not None if mine else chess.pgn.skip_game(handle)
-                    except (OSError, EOFError, ValueError) as exc:
+                    except STREAM_ERRORS as exc:
                         raise PgnFileError(f"{path}: damaged after game {number} of the input ({exc}); the games before "
                                            "it are imported; repair or re-download the file to import the rest") from exc
                     if not found:
