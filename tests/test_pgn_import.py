@@ -218,6 +218,13 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
         assert all(read_sidecar(s.with_suffix(".json")) for s in shards)  # only complete shards, if any
     with pytest.raises(PgnFileError, match="not a PGN file"):
         open_pgn(tmp_path / "notes.txt")
+    (tmp_path / "table.csv").write_text("2024,1,3\n2025,4,5\n")  # digits first, but no move number
+    with pytest.raises(PgnFileError, match="not a PGN file"):
+        open_pgn(tmp_path / "table.csv")
+    # a bad second file is refused before any game of the first is imported
+    r = run_cli("import-pgn", str(tmp_path / "two"), str(pgn), str(tmp_path / "notes.txt"), "--config", str(TINY))
+    assert r.returncode == 1 and "notes.txt: not a PGN file" in r.stderr, r.stderr
+    assert not list((tmp_path / "two").rglob("*.h5")) and not (tmp_path / "two" / "import" / "import.json").exists()
     # the same run with other options would import other games: refused
     _import(tmp_path / "fixed", [pgn])
     r = run_cli("import-pgn", str(tmp_path / "fixed"), str(pgn), "--min-elo", "2000")
@@ -243,6 +250,10 @@ def test_null_moves_and_claimable_draws_in_a_decisive_game():
     drawn = _visit(f'[Result "1/2-1/2"]\n\n{shuffle} 1/2-1/2\n', GameFilter(ending="rules"))
     assert drawn.accepted and drawn.termination == "threefold repetition" and drawn.result == 0
     # a position the rules end by themselves still must agree with the tag
+    # names of standard chess python-chess does not know are standard chess; other variants are left out
+    for name, rejected in (("", ""), ("Normal", ""), ("Standard", ""), ("Crazyhouse", "variant"), ("Chess960", "variant")):
+        g = _visit(f'[Variant "{name}"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n')
+        assert (g.rejected, g.malformed, len(g.chains)) == (rejected, "", 0 if rejected else 2), name
     mate = _visit('[Result "1-0"]\n\n1. f3 e5 2. g4 Qh4# 1-0\n')
     assert mate.malformed == "result tag 1-0 but the game ends by checkmate"
 
@@ -288,8 +299,13 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
     imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
     assert len(imports) == 1
+    subprocess.run(["scontrol", "hold", imports[0]], capture_output=True)  # keeps it queued (no-op once running)
+    again = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+    assert again.returncode == 1 and f"still queued or running (SLURM job(s) {imports[0]})" in again.stderr, again.stderr
+    assert json.loads((run / "import" / "jobs.json").read_text())["jobs"] == imports  # nothing submitted twice
     r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
     assert r.returncode == 0, r.stderr
+    subprocess.run(["scontrol", "release", imports[0]], capture_output=True)
     record = json.loads((run / "launch.json").read_text())
     pre = [j for j in record["jobs"] if j["generation"] == -1]
     sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]

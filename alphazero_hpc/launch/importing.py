@@ -52,10 +52,14 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
     if cluster == "slurm":
         from .slurm import SlurmChain
 
+        known = atomic.read_json(paths.import_jobs).get("jobs", []) if paths.import_jobs.exists() else []
+        live = _active(known) if todo else []
+        if live:  # its tasks would run twice, side by side, writing the same shards
+            raise AzhpcError(f"the import into {paths.root} is still queued or running (SLURM job(s) {', '.join(live)}): "
+                             f"follow it with azhpc status {paths.root}, or scancel it before importing again")
         plan = planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
         chain = SlurmChain(paths, cfg, plan)
         result.jobs = chain.submit_import(todo) if todo else []
-        known = atomic.read_json(paths.import_jobs).get("jobs", []) if paths.import_jobs.exists() else []
         atomic.write_json(paths.import_jobs, {"jobs": known + result.jobs, "updated": time.time()}, doing="recording import jobs")
         return result
     _run_local(paths, todo, result)
@@ -66,7 +70,6 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     """The import arrays that pretraining must wait for: none when the import is done; on SLURM those still queued
     or running. An import neither done nor coming is one line with the fix (rerun import-pgn: it continues), and so
     is a finished one with fewer shards than the pretraining job has ranks (each rank reads whole shards)."""
-    from ..cluster import scheduler
     from ..train.data import imported_window
 
     spec, todo = import_state(paths)
@@ -83,14 +86,21 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
         return []
     waiting: list[str] = []
     if cluster == "slurm" and paths.import_jobs.exists():
-        jobs = [str(j) for j in atomic.read_json(paths.import_jobs).get("jobs", [])]
-        states = scheduler.query(jobs)
-        waiting = [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
+        waiting = _active(atomic.read_json(paths.import_jobs).get("jobs", []))
     if not waiting:
         raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
                          f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
                          "the same files (it continues), then launch or resume")
     return waiting
+
+
+def _active(jobs: list) -> list[str]:
+    """The import arrays among ``jobs`` that SLURM still has queued or running."""
+    from ..cluster import scheduler
+
+    jobs = [str(j) for j in jobs]
+    states = scheduler.query(jobs) if jobs else {}
+    return [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
 
 
 def _run_local(paths: RunPaths, todo: list[int], result: ImportResult) -> None:

@@ -96,11 +96,18 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
         self._board: chess.Board | None = None
         self._depth = 0
 
+    def begin_headers(self) -> chess.pgn.Headers:
+        self._tags = chess.pgn.Headers({})  # python-chess sets the game's board up from these
+        return self._tags
+
     def visit_header(self, tagname: str, tagvalue: str) -> None:
         self.out.headers[tagname] = tagvalue
+        self._tags[tagname] = tagvalue
 
     def end_headers(self):  # noqa: ANN201 - SKIP or None
         self.out.rejected = self.filter.headers_reject(self.out.headers)
+        if not self.out.rejected and "Variant" in self._tags:
+            del self._tags["Variant"]  # a name of standard chess ('', 'Standard', 'Normal'...) python-chess may not know
         return chess.pgn.SKIP if self.out.rejected else None
 
     def visit_board(self, board: chess.Board) -> None:

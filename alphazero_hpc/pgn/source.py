@@ -11,6 +11,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import re
 import zlib
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,7 @@ from ..errors import AzhpcError
 STREAM_ERRORS = (OSError, EOFError, zlib.error)
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstandard"}
 _PROBE = 65536
+_MOVE_NUMBER = re.compile(r"^\d+\s*\.")  # movetext without tags: '1. e4', '1.e4'
 
 
 class PgnFileError(AzhpcError):
@@ -131,7 +133,7 @@ def _not_pgn(head: bytes) -> str:
         line = line.strip()
         if not line or line.startswith("%") or line.startswith(";"):
             continue
-        if line.startswith("[") or line.startswith("{") or line[0].isdigit() or line in ("*", "1-0", "0-1", "1/2-1/2"):
+        if line.startswith("[") or line.startswith("{") or _MOVE_NUMBER.match(line) or line in ("*", "1-0", "0-1", "1/2-1/2"):
             return ""
         return f"its first line is {line[:40]!r}"
     return "" if head else "it is empty"

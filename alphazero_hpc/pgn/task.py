@@ -92,6 +92,8 @@ def fix_spec(paths: RunPaths, spec: ImportSpec) -> None:
     try:
         stored = atomic.read_json(paths.import_spec)
     except FileNotFoundError:
+        for path in spec.files:  # every file looks like PGN before a game of the first one is imported
+            open_pgn(Path(path)).close()
         atomic.write_json(paths.import_spec, spec.to_json(), doing="writing the import spec")
         return
     except (OSError, ValueError) as exc:
