@@ -70,9 +70,12 @@ class MCTSConfig:
     gumbel_c_scale: float = 1.0
     gumbel_interior: str = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
                                    # lags its improved policy most)
+    lazy_rows: int = 4096  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
+                           # its legal moves are generated (most leaves are never visited again); 0: at once
 
     def __post_init__(self) -> None:
         _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
+        _check(0 <= self.lazy_rows <= 200_000, "mcts.lazy_rows", "must be in 0..200000 (18.7 KB a row)")
         _check(1 <= self.fast_simulations <= self.simulations, "mcts.fast_simulations", "must be in 1..simulations")
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")

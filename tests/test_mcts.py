@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from alphazero_hpc.config import MCTSConfig, load_config
-from alphazero_hpc.game.encoding import chain_for_board
+from alphazero_hpc.game.encoding import NUM_MOVES, chain_for_board
 from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
 from alphazero_hpc.game.rules import Rules
 from alphazero_hpc.search.api import TreeSearch
@@ -169,3 +169,47 @@ def test_resignation_and_playthrough_false_positives_are_tracked():
     assert all(not r.playthrough for r in resigned)
     for r in recs:
         assert r.resign_false_positive <= r.would_resign <= r.playthrough
+
+
+class HashEvaluator(UniformEvaluator):
+    """Logits and value that differ from position to position (a digest of the planes), so that priors are not
+    uniform and any change of which logits a node's priors come from changes the search."""
+
+    def evaluate(self, planes):
+        b = planes.shape[0]
+        seed = planes.reshape(b, -1).astype(np.float64) @ np.random.default_rng(7).random(planes[0].size)
+        logits = np.stack([np.random.default_rng(int(s * 1e6) % 2**32).normal(0, 2, NUM_MOVES) for s in seed])
+        return logits.astype(np.float32), np.tanh(np.sin(seed)).astype(np.float32)
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_lazy_expansion_changes_no_search_and_bounds_its_memory(algorithm):
+    """A node's edges made on its second visit (from logits kept in a bounded pool) give the same search as edges
+    made at once; a full pool falls back to expanding at once; most leaves never generate their moves."""
+    cfg = MCTSConfig(simulations=64, dirichlet_epsilon=0.0, algorithm=algorithm, gumbel_considered=8)
+    fens = [chess.STARTING_FEN, MATES_IN_ONE[1][0], "4k3/8/4p3/8/3Q4/8/8/4K3 w - - 0 1"]
+    runs = {}
+    for rows in (0, 8, 4096):  # eager, a pool smaller than the pending leaves, a pool large enough
+        s = TreeSearch(HashEvaluator(1), cfg, Rules(), 1, lazy_rows=rows)
+        boards = [chess.Board(f) for f in fens]
+        trees = [s.open(b) for b in boards]
+        results, pending = [], 0
+        for ply in range(3):  # trees that live across moves, as in self-play (the kept subtree has pending nodes)
+            for _ in range(cfg.simulations + 1):
+                s.step(trees)
+                if algorithm == "gumbel":
+                    for t in trees:
+                        if not s.gumbel_started(t) and s.num_moves(t):
+                            s.start_gumbel(t, np.zeros(s.num_moves(t)), cfg.simulations)
+            pending = max(pending, s.forest.pending_rows)
+            res = [s.result(t, pv_length=4) for t in trees]
+            results.append([(r.moves, r.priors.tobytes(), r.visits.tobytes(), r.value, r.pv,
+                             None if r.improved is None else r.improved.tobytes()) for r in res])
+            for t, r in zip(trees, res):
+                s.advance(t, r.best)
+            s.compact(force=True)
+        assert len(s.forest._pool) <= rows
+        runs[rows] = (results, s.forest.num_edges, pending)
+    assert runs[8][0] == runs[0][0] and runs[4096][0] == runs[0][0]
+    assert runs[0][2] == 0 and 0 < runs[8][2] <= 8 < runs[4096][2]
+    assert runs[4096][1] < runs[0][1]  # fewer nodes got their legal moves

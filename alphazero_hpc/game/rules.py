@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from typing import Iterator
+
 import chess
 import numpy as np
 
@@ -51,14 +53,16 @@ class Rules:
     no_progress_plies: int = 100
     max_plies: int = 512
 
-    def end_value(self, board: chess.Board, repetitions: int) -> tuple[float, list[chess.Move] | None]:
-        """(value for the side to move, legal moves): NaN and the legal moves while the game goes on, else
-        -1 (checkmated) or 0 (a draw) and None. ``repetitions``: earlier occurrences of the position. The
-        search calls this once per new node, so the cheap tests come first."""
+    def end_value(self, board: chess.Board, repetitions: int
+                  ) -> tuple[float, tuple[chess.Move, Iterator[chess.Move]] | None]:
+        """(value for the side to move, its legal moves): NaN and (the first legal move, python-chess's
+        generator of the others) while the game goes on, else -1 (checkmated) or 0 (a draw) and None. ``repetitions``: earlier occurrences of the position. The search calls this once per new node, so the
+        cheap tests come first; it generates all the moves only for a node visited again (``Forest``)."""
         if repetitions + 1 >= self.repetitions_for_draw:
             return 0.0, None
-        legal = list(board.generate_legal_moves())
-        if not legal:
+        moves = board.generate_legal_moves()
+        first = next(moves, None)
+        if first is None:
             return (-1.0 if board.is_check() else 0.0), None
         if board.halfmove_clock >= self.no_progress_plies:
             return 0.0, None
@@ -66,7 +70,7 @@ class Rules:
             return 0.0, None
         if 2 * board.fullmove_number - 1 - board.turn >= self.max_plies:  # == board.ply()
             return 0.0, None
-        return NOT_TERMINAL, legal
+        return NOT_TERMINAL, (first, moves)
 
     def termination(self, board: chess.Board, repetitions: int) -> str:
         """Why a game that these rules ended is over (``repetitions``: earlier occurrences of its position)."""

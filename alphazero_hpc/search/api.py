@@ -84,10 +84,11 @@ class TreeSearch:
     """Batched tree search over any number of trees that share one forest and one evaluator."""
 
     def __init__(self, evaluator: Evaluator, cfg: MCTSConfig, rules: Rules, history: int,
-                 compact_at: int = 50_000) -> None:
+                 compact_at: int = 50_000, lazy_rows: int | None = None) -> None:
         self.cfg = cfg
         self.history = history
-        self.forest = Forest(rules, history)
+        # lazy_rows (default mcts.lazy_rows): see Forest; 0 expands every node at once
+        self.forest = Forest(rules, history, cfg.lazy_rows if lazy_rows is None else lazy_rows)
         self._search = BatchedSearch(self.forest, evaluator, cfg, history)
         self._roots: dict[Tree, int] = {}  # tree -> its root node
         self._gumbel: dict[Tree, GumbelRoot] = {}  # trees searching a move with Gumbel (start_gumbel)
@@ -114,7 +115,7 @@ class TreeSearch:
 
     def release(self, tree: Tree) -> None:
         """Forget a tree; its nodes go at the next compaction."""
-        del self._roots[tree]
+        self.forest.drop_pending([self._roots.pop(tree)])
         self._gumbel.pop(tree, None)
 
     def advance(self, tree: Tree, k: int) -> None:
@@ -123,6 +124,8 @@ class TreeSearch:
         self._gumbel.pop(tree, None)
         f, root = self.forest, self._roots[tree]
         child = f.child_of(root, k)
+        others = [c for j in range(f.edge_count(root)) if j != k and (c := f.child_of(root, j)) >= 0]
+        f.drop_pending(others if self.cfg.tree_reuse or child < 0 else [*others, child])
         if self.cfg.tree_reuse and child >= 0:
             self._roots[tree] = child
             return
@@ -262,7 +265,8 @@ class TreeSearch:
     # -- memory ------------------------------------------------------------------------------------------
     def compact(self, force: bool = False) -> bool:
         """Drop the nodes no tree can reach any more, once the forest has grown past its threshold (or when
-        ``force``d); prepared steps follow. Returns whether it compacted."""
+        ``force``d); prepared steps follow. Returns whether it compacted. (The logits rows of dead subtrees went
+        back to the pool at ``advance``/``release``: compacting for a full pool would free nothing.)"""
         if not force and self.forest.num_nodes <= self._compact_at:
             return False
         trees = list(self._roots)

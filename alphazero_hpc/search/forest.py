@@ -2,7 +2,12 @@
 
 One selection step for every tree is then a handful of numpy operations over a [trees, children] matrix
 (``puct``). Per-node Python work is only what python-chess must do: copy the parent board, push the move,
-generate legal moves and test for the end of the game (``game.rules``).
+test for the end of the game (``game.rules``) and, for a node visited again, generate its legal moves.
+
+Expansion is lazy: an evaluated node keeps its network logits (a row of a bounded pool) and gets its edges,
+which need all its legal moves, only when a walk goes through it; most leaves are visited once and never
+pay for move generation. The priors are the same softmax of the same float32 logits either way, so the
+search is unchanged. When the pool is full, nodes are expanded at once, as without it.
 
 Values are from the side to move at the node: ``node_w / node_n`` is the mean value for the player who
 moves there; a child's value for its parent is the negation.
@@ -17,7 +22,7 @@ import chess
 import numpy as np
 
 from ..arrays import ragged_ranges
-from ..game.encoding import chain_for_board, count_repetitions, extend_chain, move_indices
+from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain, move_indices
 from ..game.rules import Rules
 
 
@@ -52,9 +57,14 @@ class Forest:
     history planes. Edges: prior, child node (-1 until visited) and the chess.Move.
     """
 
-    def __init__(self, rules: Rules, history: int) -> None:
+    def __init__(self, rules: Rules, history: int, lazy_rows: int = 4096) -> None:
         self.rules = rules
         self.history = history
+        self.lazy_rows = lazy_rows  # at most this many logits rows kept (18.7 KB each); 0: expand at once
+        self._slot = _Grow(np.int32, -1)  # pool row of an evaluated node not yet expanded, else -1
+        # np.empty reserves address space; the memory of a row is taken when the row is first written.
+        self._pool = np.empty((lazy_rows, NUM_MOVES), dtype=np.float32)
+        self._free: list[int] = list(range(lazy_rows - 1, -1, -1))
         self._n = _Grow(np.float32)
         self._w = _Grow(np.float32)
         self._estart = _Grow(np.int64)
@@ -65,7 +75,7 @@ class Forest:
         self._child = _Grow(np.int64, -1)
         self.board: list[chess.Board] = []
         self.chain: list[tuple] = []
-        self.legal: list[list[chess.Move] | None] = []
+        self.moves: list[tuple | None] = []  # (first legal move, generator of the rest) of a node not expanded
         self.edge_move: list[chess.Move] = []
 
     # -- views --------------------------------------------------------------------------------------------
@@ -83,21 +93,34 @@ class Forest:
     def node_w(self) -> np.ndarray:
         return self._w.a
 
+    @property
+    def pending_rows(self) -> int:
+        """Evaluated nodes whose expansion waits for their next visit."""
+        return int((self._slot.a[: self.num_nodes] >= 0).sum())
+
+    def _ready(self, node: int) -> None:
+        if self._slot.a[node] >= 0:
+            self.expand_pending([node])
+
     def children(self, node: int) -> tuple[np.ndarray, np.ndarray, list[chess.Move]]:
-        """(edge priors, child visit counts, moves) of an expanded node."""
+        """(edge priors, child visit counts, moves) of an evaluated node."""
+        self._ready(node)
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         ch = self._child.a[s : s + c]
         visits = np.where(ch >= 0, self._n.a[np.maximum(ch, 0)], 0).astype(np.float32)
         return self._prior.a[s : s + c].copy(), visits, self.edge_move[s : s + c]
 
     def child_of(self, node: int, k: int) -> int:
+        self._ready(node)
         return int(self._child.a[self._estart.a[node] + k])
 
     def edge_count(self, node: int) -> int:
-        """Edges (legal moves) of an expanded node; -1 before its expansion."""
+        """Edges (legal moves) of an evaluated node; -1 before its evaluation."""
+        self._ready(node)
         return int(self._ecount.a[node])
 
     def is_expanded(self, node: int) -> bool:
+        """Whether the node has its edges (an evaluated node gets them on its next visit)."""
         return bool(self._ecount.a[node] >= 0)
 
     def terminal_value(self, node: int) -> float | None:
@@ -111,6 +134,7 @@ class Forest:
 
     def child_q(self, node: int) -> np.ndarray:
         """[A] mean value of each child for the side to move at ``node`` (0 where unvisited)."""
+        self._ready(node)
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         ch = self._child.a[s : s + c]
         safe = np.maximum(ch, 0)
@@ -137,7 +161,8 @@ class Forest:
         root = self.new_node(board.copy(stack=False), parent)
         if self.terminal_value(root) is not None and not board.is_game_over():
             self._term.a[root] = np.nan
-            self.legal[root] = list(board.legal_moves)
+            gen = self.board[root].generate_legal_moves()
+            self.moves[root] = (next(gen), gen)
         return root
 
     def add_nodes(self, boards: Sequence[chess.Board], parent_chains: Sequence[tuple | None]) -> list[int]:
@@ -150,8 +175,9 @@ class Forest:
         self._ecount.reserve(k, -1)
         self._term.reserve(k, np.nan)
         self._v.reserve(k, 0)
+        self._slot.reserve(k, -1)
         terms = []
-        chains, legal_out = self.chain, self.legal
+        chains, moves_out = self.chain, self.moves
         end_value = rules.end_value
         for board, parent in zip(boards, parent_chains):
             occ = board.occupied_co
@@ -160,26 +186,57 @@ class Forest:
             hm = board.halfmove_clock
             reps = count_repetitions(key, hm, parent) if hm >= 4 else 0
             chains.append(extend_chain(key, reps, hm, parent, history))
-            term, legal = end_value(board, reps)
+            term, moves = end_value(board, reps)
             terms.append(term)
-            legal_out.append(legal)
+            moves_out.append(moves)
         self.board.extend(boards)
         self._term.a[first : first + k] = terms
         return list(range(first, first + k))
 
     def expand(self, nodes: Sequence[int], logits: np.ndarray, values: np.ndarray | None = None) -> None:
-        """Give ``nodes`` their edges with priors = softmax of ``logits`` [len(nodes), 4672] over legal moves, and
-        remember the network's ``values`` [len(nodes)] of them (Gumbel's completed Q-values need it)."""
+        """Give ``nodes`` their network ``logits`` [len(nodes), 4672] and ``values`` [len(nodes)] (Gumbel's completed
+        Q-values need them): kept for the edges of the node's next visit while the pool has room, else the edges
+        (priors = softmax of the logits over the legal moves) at once."""
+        nodes_a = np.asarray(nodes, dtype=np.int64)
+        if values is not None:
+            self._v.a[nodes_a] = values
+        keep = min(len(nodes_a), self._room())
+        if keep:
+            rows = self._take_rows(keep)
+            self._pool[rows] = logits[:keep]
+            self._slot.a[nodes_a[:keep]] = rows
+        if keep < len(nodes_a):
+            self._expand_now(nodes_a[keep:].tolist(), logits[keep:])
+
+    def expand_pending(self, nodes: Sequence[int]) -> None:
+        """Give evaluated ``nodes`` (their logits in the pool) their edges now."""
+        nodes_a = np.asarray(nodes, dtype=np.int64)
+        rows = self._slot.a[nodes_a].astype(np.int64)
+        self._expand_now(nodes_a.tolist(), self._pool[rows])
+        self._slot.a[nodes_a] = -1
+        self._free.extend(rows.tolist())
+
+    def _room(self) -> int:
+        return len(self._free)
+
+    def _take_rows(self, k: int) -> np.ndarray:
+        rows = self._free[-k:]
+        del self._free[-k:]
+        return np.asarray(rows, dtype=np.int64)
+
+    def _expand_now(self, nodes: list[int], logits: np.ndarray) -> None:
+        """Edges for ``nodes``: their legal moves (python-chess) with priors = softmax of their ``logits`` rows."""
         counts = np.empty(len(nodes), dtype=np.int64)
         flat_idx: list[int] = []
+        boards, pending = self.board, self.moves
         for i, node in enumerate(nodes):
-            moves = self.legal[node]
-            assert moves is not None, "expand() of a terminal node"
-            idx = move_indices(moves, self.board[node].turn)
+            first, rest = pending[node]
+            pending[node] = None
+            moves = [first, *rest]
+            idx = move_indices(moves, boards[node].turn)
             flat_idx.extend(idx)
             counts[i] = len(idx)
             self.edge_move.extend(moves)
-            self.legal[node] = None
         rows = np.repeat(np.arange(len(nodes)), counts)
         vals = logits[rows, np.asarray(flat_idx, dtype=np.int64)].astype(np.float32)
         seg = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -192,15 +249,32 @@ class Forest:
         nodes_a = np.asarray(nodes, dtype=np.int64)
         self._estart.a[nodes_a] = start + seg
         self._ecount.a[nodes_a] = counts
-        if values is not None:
-            self._v.a[nodes_a] = values
 
     def add_noise(self, node: int, noise: np.ndarray, epsilon: float) -> None:
+        self._ready(node)
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         p = self._prior.a[s : s + c]
         p[:] = (1.0 - epsilon) * p + epsilon * noise
 
     # -- housekeeping -------------------------------------------------------------------------------------
+    def drop_pending(self, roots: Sequence[int]) -> None:
+        """The subtrees under ``roots`` are no tree's any more: give their logits rows back to the pool now (their
+        nodes stay until the next compaction). A vectorised walk, so a played move does not wait for compaction."""
+        frontier = np.asarray(roots, dtype=np.int64)
+        estart, ecount, child, slot = self._estart.a, self._ecount.a, self._child.a, self._slot.a
+        while frontier.size:
+            rows = slot[frontier]
+            pending = rows >= 0
+            if pending.any():
+                nodes = frontier[pending]
+                slot[nodes] = -1
+                self._free.extend(rows[pending].tolist())
+                moves = self.moves
+                for n in nodes.tolist():
+                    moves[n] = None
+            ch = child[ragged_ranges(estart[frontier], np.maximum(ecount[frontier], 0))]
+            frontier = ch[ch >= 0]
+
     def compact(self, roots: Sequence[int]) -> np.ndarray:
         """Drop every node not reachable from ``roots``. Returns the map old id -> new id (-1: dropped;
         index -1 maps to -1). Vectorised BFS."""
@@ -231,6 +305,11 @@ class Forest:
         gather(self._term, keep, np.nan)
         gather(self._v, keep, 0)
         gather(self._ecount, keep, -1)
+        gather(self._slot, keep, -1)
+        used = self._slot.a[: len(keep)]
+        taken = np.zeros(len(self._pool), dtype=bool)
+        taken[used[used >= 0]] = True
+        self._free = np.flatnonzero(~taken)[::-1].tolist()
         self._estart.n = 0
         self._estart.reserve(len(keep), 0)
         self._estart.a[: len(keep)] = new_start
@@ -242,6 +321,6 @@ class Forest:
         keep_l = keep.tolist()
         self.board = [self.board[i] for i in keep_l]
         self.chain = [self.chain[i] for i in keep_l]
-        self.legal = [self.legal[i] for i in keep_l]
+        self.moves = [self.moves[i] for i in keep_l]
         self.edge_move = [self.edge_move[i] for i in old_edges.tolist()]
         return new_id

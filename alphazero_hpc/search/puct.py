@@ -78,8 +78,7 @@ class BatchedSearch:
         """
         f = self.forest
         cfg = self.cfg
-        n_a, w_a = f._n.a, f._w.a
-        estart, ecount, child, prior, term = f._estart.a, f._ecount.a, f._child.a, f._prior.a, f._term.a
+        n_a, w_a, term, slot = f._n.a, f._w.a, f._term.a, f._slot.a
         n_games = len(roots)
         games = np.arange(n_games)
         cur = roots.astype(np.int64)
@@ -91,6 +90,10 @@ class BatchedSearch:
         depth = np.zeros(n_games, dtype=np.int64)
         d = 0
         while games.size:
+            pending = slot[cur] >= 0
+            if pending.any():  # evaluated nodes visited again get their edges now (lazy expansion)
+                f.expand_pending(np.unique(cur[pending]))
+            estart, ecount, child, prior = f._estart.a, f._ecount.a, f._child.a, f._prior.a  # may have grown
             # A terminal node, or a root still waiting for its first evaluation, is the leaf.
             stop = ~np.isnan(term[cur]) | (ecount[cur] < 0)
             if stop.any():
