@@ -401,14 +401,16 @@ def bench() -> None:
               help="Measure the --workers values this many times, alternating; each value's median run is shown.")
 @click.option("--evaluator", type=click.Choice(["network", "uniform"]), default="network", show_default=True,
               help="uniform: a free evaluator (no network), to measure the search and the transport alone.")
+@click.option("--vary", default=None, metavar="SECTION.KEY=V1,V2[,...]",
+              help="Measure each value of one config key in turn (an A/B in one run), e.g. mcts.lazy_rows=0,4096.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, workers: str,
-                       repeat: int, evaluator: str, as_json: bool) -> None:
+                       repeat: int, evaluator: str, vary: str | None, as_json: bool) -> None:
     """Self-play speed against the raw network at the same batch size, in one run.
 
-    With several --workers values the runs follow each other in this process (with --repeat, alternating, so
-    that a shared machine's drift hits every value alike) and the last lines compare their simulations/s with
-    the first value's.
+    With several --workers values (or --vary values) the runs follow each other in this process (with --repeat,
+    alternating, so that a shared machine's drift hits every value alike) and the last lines compare their
+    simulations/s and CPU per simulation with the first value's.
     """
     from .tools.bench import bench_selfplay
     from .config import load_config
@@ -419,33 +421,56 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
             raise ValueError
     except ValueError:
         raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--workers")
-    cfg = load_config(config_path, overrides)
+    variants: list[tuple[str, tuple[str, ...]]] = [("", overrides)]
+    if vary:
+        key, _, values = vary.partition("=")
+        if not key or not values:
+            raise click.BadParameter(f"{vary!r}: give SECTION.KEY=V1,V2, e.g. mcts.lazy_rows=0,4096", param_hint="--vary")
+        variants = [(f"{key}={v}", (*overrides, f"{key}={v}")) for v in dict.fromkeys(values.split(","))]
+        if len(ks) > 1:
+            raise click.BadParameter("give one --workers value with --vary", param_hint="--vary")
+    cfgs = [load_config(config_path, o) for _, o in variants]
     ev = None
     if evaluator == "uniform":
         from .search.fakes import UniformEvaluator
 
-        ev = UniformEvaluator(cfg.model.history)
-    runs: dict[int, list] = {k: [] for k in ks}
+        ev = UniformEvaluator(cfgs[0].model.history)
+    arms = [(f"{k} workers" if not vary else name, k, cfg) for k in ks for (name, _), cfg in zip(variants, cfgs)]
+    runs: dict[str, list] = {a: [] for a, _, _ in arms}
     for _ in range(repeat):
-        for k in ks:
-            runs[k].append(bench_selfplay(cfg, str(config_path), device, seconds, workers=k, evaluator=ev))
-    results = [sorted(runs[k], key=lambda r: r.simulations_per_s)[(repeat - 1) // 2] for k in ks]
-    speedup = {str(r.workers): r.simulations_per_s / results[0].simulations_per_s for r in results}
+        for a, k, cfg in arms:
+            runs[a].append(bench_selfplay(cfg, str(config_path), device, seconds, workers=k, evaluator=ev))
+    results = {a: sorted(runs[a], key=lambda r: r.simulations_per_s)[(repeat - 1) // 2] for a in runs}
+    first = arms[0][0]
+    speedup = {a: r.simulations_per_s / results[first].simulations_per_s for a, r in results.items()}
     if as_json:
-        out = results[0].to_dict() if len(results) == 1 and repeat == 1 else {
-            "medians": [r.to_dict() for r in results], f"simulations_per_s_over_workers_{ks[0]}": speedup,
-            "simulations_per_s_every_run": {str(k): [r.simulations_per_s for r in runs[k]] for k in ks}}
+        only = len(results) == 1 and repeat == 1
+        out = results[first].to_dict() if only else {
+            "medians": [r.to_dict() for r in results.values()],
+            f"simulations_per_s_over_{first.replace(' ', '_')}": speedup,
+            "simulations_per_s_every_run": {a: [r.simulations_per_s for r in runs[a]] for a in runs},
+            "cpu_us_per_simulation_outside_network_every_run":
+                {a: [r.cpu_us_per_simulation_outside_network for r in runs[a]] for a in runs}}
+        if not vary and not only:  # the names scripts already read
+            out[f"simulations_per_s_over_workers_{ks[0]}"] = {str(r.workers): speedup[a] for a, r in results.items()}
+            out["simulations_per_s_every_run"] = {str(k): [r.simulations_per_s for r in runs[f"{k} workers"]] for k in ks}
         click.echo(json.dumps(out, indent=1))
         return
-    click.echo("\n\n".join(r.render() for r in results))
+    click.echo("\n\n".join((f"[{a}]\n" if vary else "") + r.render() for a, r in results.items()))
     if repeat > 1:
         click.echo("")
-        for k in ks:
-            click.echo(f"simulations/s, {k} workers, every run: " + ", ".join(f"{r.simulations_per_s:.0f}" for r in runs[k]))
+        for a in runs:
+            cpu = [r.cpu_us_per_simulation_outside_network for r in runs[a]]
+            click.echo(f"{a}, every run: simulations/s " + ", ".join(f"{r.simulations_per_s:.0f}" for r in runs[a])
+                       + ("; CPU us/sim outside net " + ", ".join(f"{c:.1f}" for c in cpu) if None not in cpu else ""))
     if len(results) > 1:
         click.echo("")
-        for r in results[1:]:
-            click.echo(f"simulations/s with {r.workers} workers / with {ks[0]}: {speedup[str(r.workers)]:.2f}x")
+        for a, r in list(results.items())[1:]:
+            line = f"simulations/s with {a} / with {first}: {speedup[a]:.2f}x"
+            c0, c1 = results[first].cpu_us_per_simulation_outside_network, r.cpu_us_per_simulation_outside_network
+            if c0 and c1:
+                line += f"; CPU us/sim outside net {c1 / c0:.2f}x"
+            click.echo(line)
 
 
 @bench.command("shards")

@@ -201,3 +201,21 @@ def test_single_process_benchmark_with_the_net_on_the_cpu(capsys):
     assert abs(r.ratio - r.evaluations_per_s / r.raw_evaluations_per_s) < 1e-9
     assert 0 < r.batch_fill <= 1 and r.bytes_per_position > 0
     assert abs(r.share_network + r.share_rules + r.share_tree + r.share_encoding - 1) < 1e-6
+
+
+def test_bench_vary_measures_each_config_value_in_one_run():
+    """``bench selfplay --vary KEY=A,B`` runs the benchmark once per value with that value applied (an A/B in one
+    process) and compares them."""
+    import json
+
+    from .conftest import run_cli
+
+    out = run_cli("bench", "selfplay", "--config", "configs/tiny.yaml", "--seconds", "1", "--evaluator", "uniform",
+                  "--vary", "selfplay.games_in_flight=4,6", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert [m["games_in_flight"] for m in d["medians"]] == [4, 6]
+    assert set(d["cpu_us_per_simulation_outside_network_every_run"]) == {"selfplay.games_in_flight=4",
+                                                                          "selfplay.games_in_flight=6"}
+    bad = run_cli("bench", "selfplay", "--config", "configs/tiny.yaml", "--vary", "mcts.lazy_rows")
+    assert bad.returncode != 0 and "SECTION.KEY=V1,V2" in bad.stderr
