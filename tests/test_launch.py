@@ -289,7 +289,9 @@ def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_pa
     """A cancelled array task: training still starts (afterany), applies the minimum-data rule and fails
     with a clear error, and the rest of the chain is cancelled instead of pending forever."""
     run = tmp_path / "slfail"
-    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=64", "--set", "selfplay.max_plies=80",
+    # Each task must outlast SLURM's KillWait (10 s on the testbed): scancel's SIGTERM does not stop self-play (submitit
+    # lets it run), the SIGKILL after KillWait does, and a task that had finished by then is rightly counted done.
+    record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=192", "--set", "selfplay.max_plies=80",
                           "--set", "train.min_selfplay_fraction=1.0")
     array = record["jobs"][0]["job_id"]
     wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
@@ -487,9 +489,10 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tm
     """One-minute time limits, slurm.stop_margin_s=40: self-play stops starting shards and training saves its
     state before the limit, each requeues its own job, and the run completes with every game exactly once."""
     run = tmp_path / "sltime"
-    # 20 s before the margin: a task's games must take longer than that even on a quiet host (96 games: 17 s)
+    # 20 s before the margin: a task's games must take longer than that even on a quiet host (since lazy expansion,
+    # 144 games took under 20 s)
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
-                          "--set", "selfplay.games_per_generation=288", "--set", "train.replay_ratio=5", generations=1)
+                          "--set", "selfplay.games_per_generation=480", "--set", "train.replay_ratio=5", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
     wait_for_run(run, 540)
     assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
@@ -497,7 +500,7 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tm
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
     truth = disk_truth(run, 0)
-    assert (truth["games"], truth["duplicates"], truth["partial"]) == (288, 0, [])
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (480, 0, [])
     check_training_steps(run, 0)
     check_status_matches_disk(run, 1)
 
