@@ -15,9 +15,8 @@ Either may score a draw by rule as a win for a side far enough ahead in material
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-
-from typing import Iterator
 
 import chess
 import numpy as np
@@ -56,7 +55,8 @@ class Rules:
     def end_value(self, board: chess.Board, repetitions: int
                   ) -> tuple[float, tuple[chess.Move, Iterator[chess.Move]] | None]:
         """(value for the side to move, its legal moves): NaN and (the first legal move, python-chess's
-        generator of the others) while the game goes on, else -1 (checkmated) or 0 (a draw) and None. ``repetitions``: earlier occurrences of the position. The search calls this once per new node, so the
+        generator of the others) while the game goes on, else -1 (checkmated) or 0 (a draw) and None.
+        ``repetitions``: earlier occurrences of the position. The search calls this once per new node, so the
         cheap tests come first; it generates all the moves only for a node visited again (``Forest``)."""
         if repetitions + 1 >= self.repetitions_for_draw:
             return 0.0, None

@@ -200,9 +200,10 @@ class Forest:
         nodes_a = np.asarray(nodes, dtype=np.int64)
         if values is not None:
             self._v.a[nodes_a] = values
-        keep = min(len(nodes_a), self._room())
+        keep = min(len(nodes_a), len(self._free))
         if keep:
-            rows = self._take_rows(keep)
+            rows = np.asarray(self._free[-keep:], dtype=np.int64)
+            del self._free[-keep:]
             self._pool[rows] = logits[:keep]
             self._slot.a[nodes_a[:keep]] = rows
         if keep < len(nodes_a):
@@ -215,14 +216,6 @@ class Forest:
         self._expand_now(nodes_a.tolist(), self._pool[rows])
         self._slot.a[nodes_a] = -1
         self._free.extend(rows.tolist())
-
-    def _room(self) -> int:
-        return len(self._free)
-
-    def _take_rows(self, k: int) -> np.ndarray:
-        rows = self._free[-k:]
-        del self._free[-k:]
-        return np.asarray(rows, dtype=np.int64)
 
     def _expand_now(self, nodes: list[int], logits: np.ndarray) -> None:
         """Edges for ``nodes``: their legal moves (python-chess) with priors = softmax of their ``logits`` rows."""
