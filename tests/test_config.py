@@ -62,6 +62,8 @@ def test_run_config_is_written_once_and_then_authoritative(tmp_path):
     ("selfplay.temperature=0.001", "0.05..100"),
     ("selfplay.final_temperature=1e-9", "0.05..100"),
     ("model.value_hidden=1000000000000", "8..65536"),
+    ("mcts.lazy_rows=1000000", "0..200000"),  # 18.7 GB of logits rows per search process
+    ("mcts.lazy_rows=-1", "0..200000"),
     ("slurm.selfplay_time_min=1", "below the shortest time limit"),
     ("slurm.partition=gpu #x", "only letters"),
 ])
