@@ -467,10 +467,15 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
         click.echo("")
         for a, r in list(results.items())[1:]:
             line = f"simulations/s with {a} / with {first}: {speedup[a]:.2f}x"
-            c0, c1 = results[first].cpu_us_per_simulation_outside_network, r.cpu_us_per_simulation_outside_network
+            c0, c1 = (_median_cpu(runs[first]), _median_cpu(runs[a]))  # medians of their own (runs[a][i] is one run)
             if c0 and c1:
-                line += f"; CPU us/sim outside net {c1 / c0:.2f}x"
+                line += f"; CPU us/sim outside net {c1 / c0:.2f}x (medians {c1:.1f} / {c0:.1f})"
             click.echo(line)
+
+
+def _median_cpu(runs: list) -> float | None:
+    cpu = [r.cpu_us_per_simulation_outside_network for r in runs]
+    return None if None in cpu else sorted(cpu)[(len(cpu) - 1) // 2]
 
 
 @bench.command("shards")

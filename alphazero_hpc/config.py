@@ -72,10 +72,13 @@ class MCTSConfig:
                                    # lags its improved policy most)
     lazy_rows: int = 4096  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
                            # its legal moves are generated (most leaves are never visited again); 0: at once
+    move_generator: str = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
+                                      # reference: the same games, slower; for checks and A/B benchmarks)
 
     def __post_init__(self) -> None:
         _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
         _check(0 <= self.lazy_rows <= 200_000, "mcts.lazy_rows", "must be in 0..200000 (18.7 KB a row)")
+        _check(self.move_generator in ("compiled", "python-chess"), "mcts.move_generator", "must be compiled or python-chess")
         _check(1 <= self.fast_simulations <= self.simulations, "mcts.fast_simulations", "must be in 1..simulations")
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import chess
 import h5py
+import pytest
 
 from alphazero_hpc.config import MCTSConfig
 from alphazero_hpc.evaluate.match import book_openings, play_match
@@ -72,8 +73,11 @@ def digest_run(run: Path) -> dict[str, str]:
     return out
 
 
-def test_a_seeded_selfplay_task_writes_the_recorded_shards(tmp_path):
-    run_selfplay_task(tmp_path / "run", 0, 0, 1, TINY, SELFPLAY, evaluator=MaterialEvaluator(2))
+@pytest.mark.parametrize("move_generator", ["compiled", "python-chess"])
+def test_a_seeded_selfplay_task_writes_the_recorded_shards(tmp_path, move_generator):
+    """Recorded with python-chess as the search's move generator: the compiled one plays the same games."""
+    run_selfplay_task(tmp_path / "run", 0, 0, 1, TINY, SELFPLAY + [f"mcts.move_generator={move_generator}"],
+                      evaluator=MaterialEvaluator(2))
     assert digest_run(tmp_path / "run") == GOLDEN_SHARDS
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from alphazero_hpc.config import MCTSConfig, load_config
 from alphazero_hpc.game.encoding import NUM_MOVES, chain_for_board
+from alphazero_hpc.game.position import from_board
 from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
 from alphazero_hpc.game.rules import Rules
 from alphazero_hpc.search.api import TreeSearch
@@ -81,7 +82,7 @@ def test_search_takes_a_hanging_queen():
 ])
 def test_terminal_positions(fen, value):
     forest = Forest(Rules(), 1)
-    node = forest.new_node(chess.Board(fen), None)
+    node = forest.new_node(from_board(chess.Board(fen)), None)
     assert forest.terminal_value(node) == value
 
 
@@ -92,13 +93,13 @@ def test_threefold_repetition_and_max_plies_end_the_game():
     forest = Forest(Rules(repetitions_for_draw=3), 1)
     parent = chain_for_board(b, 1)
     b.push_san("Ng8")
-    assert forest.terminal_value(forest.new_node(b.copy(stack=False), parent)) == 0.0
+    assert forest.terminal_value(forest.new_node(from_board(b), parent)) == 0.0
     five = Forest(Rules(repetitions_for_draw=5), 1)
-    assert five.terminal_value(five.new_node(b.copy(stack=False), parent)) is None
+    assert five.terminal_value(five.new_node(from_board(b), parent)) is None
     long_game = chess.Board("8/8/4k3/8/8/3RK3/8/8 w - - 0 60")  # ply 118
     for max_plies, expect in ((118, 0.0), (119, None)):
         f = Forest(Rules(max_plies=max_plies), 1)
-        assert f.terminal_value(f.new_node(long_game.copy(), None)) == expect
+        assert f.terminal_value(f.new_node(from_board(long_game), None)) == expect
 
 
 def test_visits_add_up_and_values_stay_in_range():

@@ -132,13 +132,15 @@ def legal_mask(board: chess.Board) -> np.ndarray:
 def position_key(board: chess.Board) -> Key:
     """Bitboards and state that identify a position for repetition; the first 8 entries feed the planes.
 
-    The raw en-passant square stands in for "en passant is legal": a position right after a double pawn
-    push cannot repeat an earlier one, since pawn moves are irreversible.
+    What python-chess compares for repetitions: castling rights as ``clean_castling_rights`` and the en-passant
+    square only when an en-passant capture is legal (a double pawn push that allows none can be repeated later).
+    The compiled ``Position.key`` returns the same tuple.
     """
     occ = board.occupied_co
     return (
         board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
-        occ[chess.WHITE], occ[chess.BLACK], board.turn, board.castling_rights, board.ep_square,
+        occ[chess.WHITE], occ[chess.BLACK], board.turn, board.clean_castling_rights(),
+        board.ep_square if board.has_legal_en_passant() else None,
     )
 
 

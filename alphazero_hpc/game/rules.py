@@ -4,7 +4,8 @@ Two rule sets, both decided here:
 
 - ``Rules`` (self-play and the search): a position ends the game at ``repetitions_for_draw`` occurrences,
   ``no_progress_plies`` plies without capture or pawn move, no legal move (mate or stalemate), insufficient
-  material, or ``max_plies``. ``Rules.end_value`` is the search's hot path (one call per new node);
+  material, or ``max_plies``. ``Rules.end_value`` is the search's hot path (one call per new node, on
+  the compiled ``game.position.Position``);
   ``Rules.termination`` names the reason once a game has ended.
 - ``chess_ending`` (evaluation matches): python-chess's outcome, threefold repetition and the fifty-move
   rule claimed at once, and a move limit.
@@ -15,11 +16,14 @@ Either may score a draw by rule as a win for a side far enough ahead in material
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import chess
 import numpy as np
+
+if TYPE_CHECKING:
+    from .position import Position
 
 PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
 _POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # the same values, per python-chess piece
@@ -52,25 +56,21 @@ class Rules:
     no_progress_plies: int = 100
     max_plies: int = 512
 
-    def end_value(self, board: chess.Board, repetitions: int
-                  ) -> tuple[float, tuple[chess.Move, Iterator[chess.Move]] | None]:
-        """(value for the side to move, its legal moves): NaN and (the first legal move, python-chess's
-        generator of the others) while the game goes on, else -1 (checkmated) or 0 (a draw) and None.
-        ``repetitions``: earlier occurrences of the position. The search calls this once per new node, so the
-        cheap tests come first; it generates all the moves only for a node visited again (``Forest``)."""
+    def end_value(self, pos: Position, repetitions: int) -> float:
+        """The value for the side to move if these rules end the game at ``pos``: -1 (checkmated) or 0 (a draw);
+        NaN while the game goes on. ``repetitions``: earlier occurrences of the position. The search calls this
+        once per new node (a compiled ``Position``), so the cheap tests come first."""
         if repetitions + 1 >= self.repetitions_for_draw:
-            return 0.0, None
-        moves = board.generate_legal_moves()
-        first = next(moves, None)
-        if first is None:
-            return (-1.0 if board.is_check() else 0.0), None
-        if board.halfmove_clock >= self.no_progress_plies:
-            return 0.0, None
-        if not (board.pawns | board.rooks | board.queens) and board.is_insufficient_material():
-            return 0.0, None
-        if 2 * board.fullmove_number - 1 - board.turn >= self.max_plies:  # == board.ply()
-            return 0.0, None
-        return NOT_TERMINAL, (first, moves)
+            return 0.0
+        if not pos.has_legal_moves():
+            return -1.0 if pos.is_check() else 0.0
+        if pos.halfmove_clock >= self.no_progress_plies:
+            return 0.0
+        if not (pos.pawns | pos.rooks | pos.queens) and pos.is_insufficient_material():
+            return 0.0
+        if pos.ply >= self.max_plies:
+            return 0.0
+        return NOT_TERMINAL
 
     def termination(self, board: chess.Board, repetitions: int) -> str:
         """Why a game that these rules ended is over (``repetitions``: earlier occurrences of its position)."""

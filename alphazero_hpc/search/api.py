@@ -88,7 +88,7 @@ class TreeSearch:
         self.cfg = cfg
         self.history = history
         # lazy_rows (default mcts.lazy_rows): see Forest; 0 expands every node at once
-        self.forest = Forest(rules, history, cfg.lazy_rows if lazy_rows is None else lazy_rows)
+        self.forest = Forest(rules, history, cfg.lazy_rows if lazy_rows is None else lazy_rows, cfg.move_generator)
         self._search = BatchedSearch(self.forest, evaluator, cfg, history)
         self._roots: dict[Tree, int] = {}  # tree -> its root node
         self._gumbel: dict[Tree, GumbelRoot] = {}  # trees searching a move with Gumbel (start_gumbel)
@@ -129,9 +129,7 @@ class TreeSearch:
         if self.cfg.tree_reuse and child >= 0:
             self._roots[tree] = child
             return
-        board = f.board[root].copy(stack=False)
-        board.push(f.children(root)[2][k])
-        self._roots[tree] = f.new_node(board, f.chain[root])
+        self._roots[tree] = f.new_node(f.pos[root].push(f.child_move(root, k)), f.chain[root])
 
     def root_visits(self, tree: Tree) -> int:
         return int(self.forest.node_n()[self._roots[tree]])

@@ -1,8 +1,9 @@
 """Every tree of a process in one ``Forest`` of flat numpy arrays.
 
 One selection step for every tree is then a handful of numpy operations over a [trees, children] matrix
-(``puct``). Per-node Python work is only what python-chess must do: copy the parent board, push the move,
-test for the end of the game (``game.rules``) and, for a node visited again, generate its legal moves.
+(``puct``). Per-node Python work is one call each into the compiled position (``game.position``): push the move,
+test for the end of the game (``game.rules``) and, for a node visited again, generate its legal moves. Moves are
+ints (``from | to << 6 | promotion << 12``) until ``children`` hands them out as ``chess.Move``.
 
 Expansion is lazy: an evaluated node keeps its network logits (a row of a bounded pool) and gets its edges,
 which need all its legal moves, only when a walk goes through it; most leaves are visited once and never
@@ -22,7 +23,9 @@ import chess
 import numpy as np
 
 from ..arrays import ragged_ranges
-from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain, move_indices
+from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain
+from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, Position, from_board, require_compiled,
+                             to_move)
 from ..game.rules import Rules
 
 
@@ -53,12 +56,16 @@ class Forest:
     """Nodes and edges of many trees in flat arrays. Node ids and edge ids are ints into the arrays.
 
     Nodes: visits ``n``, value sum ``w``, first edge and edge count (-1 until expanded), terminal value
-    (NaN if not terminal), and in Python lists the board and the position chain used for repetition and
-    history planes. Edges: prior, child node (-1 until visited) and the chess.Move.
+    (NaN if not terminal), and in Python lists the position and the position chain used for repetition and
+    history planes. Edges: prior, child node (-1 until visited) and the move (an int).
     """
 
-    def __init__(self, rules: Rules, history: int, lazy_rows: int = 4096) -> None:
+    def __init__(self, rules: Rules, history: int, lazy_rows: int = 4096, move_generator: str = "compiled") -> None:
         self.rules = rules
+        # roots become compiled positions, or python-chess's behind the same interface (the reference)
+        if move_generator == "compiled":
+            require_compiled()
+        self._position = from_board if move_generator == "compiled" else ChessPosition
         self.history = history
         self.lazy_rows = lazy_rows  # at most this many logits rows kept (18.7 KB each); 0: expand at once
         self._slot = _Grow(np.int32, -1)  # pool row of an evaluated node not yet expanded, else -1
@@ -73,10 +80,9 @@ class Forest:
         self._v = _Grow(np.float32)  # the network's value of the node (side to move), once evaluated
         self._prior = _Grow(np.float32)
         self._child = _Grow(np.int64, -1)
-        self.board: list[chess.Board] = []
+        self._move = _Grow(np.int32)  # each edge's move
+        self.pos: list[Position] = []
         self.chain: list[tuple] = []
-        self.moves: list[tuple | None] = []  # (first legal move, generator of the rest) of a node not expanded
-        self.edge_move: list[chess.Move] = []
 
     # -- views --------------------------------------------------------------------------------------------
     @property
@@ -108,7 +114,12 @@ class Forest:
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         ch = self._child.a[s : s + c]
         visits = np.where(ch >= 0, self._n.a[np.maximum(ch, 0)], 0).astype(np.float32)
-        return self._prior.a[s : s + c].copy(), visits, self.edge_move[s : s + c]
+        return self._prior.a[s : s + c].copy(), visits, [to_move(m) for m in self._move.a[s : s + c].tolist()]
+
+    def child_move(self, node: int, k: int) -> int:
+        """The ``k``-th move (an int) of an evaluated node."""
+        self._ready(node)
+        return int(self._move.a[self._estart.a[node] + k])
 
     def child_of(self, node: int, k: int) -> int:
         self._ready(node)
@@ -146,9 +157,9 @@ class Forest:
         return float(self._w.a[node] / n) if n > 0 else 0.0
 
     # -- building -----------------------------------------------------------------------------------------
-    def new_node(self, board: chess.Board, parent_chain: tuple | None) -> int:
-        """Add one node for ``board`` (the forest owns the board from now on); see ``add_nodes``."""
-        return self.add_nodes([board], [parent_chain])[0]
+    def new_node(self, pos: Position, parent_chain: tuple | None) -> int:
+        """Add one node for ``pos``; see ``add_nodes``."""
+        return self.add_nodes([pos], [parent_chain])[0]
 
     def new_root(self, board: chess.Board) -> int:
         """A node for a game's current position, its history read from ``board``'s move stack. A position
@@ -158,17 +169,15 @@ class Forest:
             before = board.copy()
             before.pop()
             parent = chain_for_board(before, self.history)
-        root = self.new_node(board.copy(stack=False), parent)
+        root = self.new_node(self._position(board.copy(stack=False)), parent)
         if self.terminal_value(root) is not None and not board.is_game_over():
             self._term.a[root] = np.nan
-            gen = self.board[root].generate_legal_moves()
-            self.moves[root] = (next(gen), gen)
         return root
 
-    def add_nodes(self, boards: Sequence[chess.Board], parent_chains: Sequence[tuple | None]) -> list[int]:
-        """Add a node per board and decide which ones end the game (the python-chess hot path)."""
+    def add_nodes(self, positions: Sequence[Position], parent_chains: Sequence[tuple | None]) -> list[int]:
+        """Add a node per position and decide which ones end the game (the per-node hot path)."""
         rules, history = self.rules, self.history
-        k = len(boards)
+        k = len(positions)
         first = self._n.reserve(k, 0)
         self._w.reserve(k, 0)
         self._estart.reserve(k, 0)
@@ -177,19 +186,15 @@ class Forest:
         self._v.reserve(k, 0)
         self._slot.reserve(k, -1)
         terms = []
-        chains, moves_out = self.chain, self.moves
+        chains = self.chain
         end_value = rules.end_value
-        for board, parent in zip(boards, parent_chains):
-            occ = board.occupied_co
-            key = (board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
-                   occ[1], occ[0], board.turn, board.castling_rights, board.ep_square)
-            hm = board.halfmove_clock
+        for pos, parent in zip(positions, parent_chains):
+            key = pos.key()
+            hm = pos.halfmove_clock
             reps = count_repetitions(key, hm, parent) if hm >= 4 else 0
             chains.append(extend_chain(key, reps, hm, parent, history))
-            term, moves = end_value(board, reps)
-            terms.append(term)
-            moves_out.append(moves)
-        self.board.extend(boards)
+            terms.append(end_value(pos, reps))
+        self.pos.extend(positions)
         self._term.a[first : first + k] = terms
         return list(range(first, first + k))
 
@@ -218,26 +223,29 @@ class Forest:
         self._free.extend(rows.tolist())
 
     def _expand_now(self, nodes: list[int], logits: np.ndarray) -> None:
-        """Edges for ``nodes``: their legal moves (python-chess) with priors = softmax of their ``logits`` rows."""
+        """Edges for ``nodes``: their legal moves with priors = softmax of their ``logits`` rows."""
         counts = np.empty(len(nodes), dtype=np.int64)
-        flat_idx: list[int] = []
-        boards, pending = self.board, self.moves
+        flips = np.empty(len(nodes), dtype=np.int32)
+        flat: list[int] = []
+        positions = self.pos
         for i, node in enumerate(nodes):
-            first, rest = pending[node]
-            pending[node] = None
-            moves = [first, *rest]
-            idx = move_indices(moves, boards[node].turn)
-            flat_idx.extend(idx)
-            counts[i] = len(idx)
-            self.edge_move.extend(moves)
+            pos = positions[node]
+            moves = pos.legal_moves()
+            flat.extend(moves)
+            counts[i] = len(moves)
+            flips[i] = 0 if pos.turn else FLIP_MOVE
+        moves_a = np.asarray(flat, dtype=np.int32)
         rows = np.repeat(np.arange(len(nodes)), counts)
-        vals = logits[rows, np.asarray(flat_idx, dtype=np.int64)].astype(np.float32)
+        idx = POLICY_INDEX[moves_a ^ flips[rows]]
+        vals = logits[rows, idx].astype(np.float32)
         seg = np.concatenate(([0], np.cumsum(counts)[:-1]))
         vals -= np.repeat(np.maximum.reduceat(vals, seg), counts)
         np.exp(vals, out=vals)
         vals /= np.repeat(np.add.reduceat(vals, seg), counts)
         start = self._prior.reserve(len(vals), 0)
         self._child.reserve(len(vals), -1)
+        self._move.reserve(len(vals), 0)
+        self._move.a[start : start + len(vals)] = moves_a
         self._prior.a[start : start + len(vals)] = vals
         nodes_a = np.asarray(nodes, dtype=np.int64)
         self._estart.a[nodes_a] = start + seg
@@ -262,9 +270,6 @@ class Forest:
                 nodes = frontier[pending]
                 slot[nodes] = -1
                 self._free.extend(rows[pending].tolist())
-                moves = self.moves
-                for n in nodes.tolist():
-                    moves[n] = None
             ch = child[ragged_ranges(estart[frontier], np.maximum(ecount[frontier], 0))]
             frontier = ch[ch >= 0]
 
@@ -307,13 +312,12 @@ class Forest:
         self._estart.reserve(len(keep), 0)
         self._estart.a[: len(keep)] = new_start
         gather(self._prior, old_edges, 0)
+        gather(self._move, old_edges, 0)
         old_child = child[old_edges]
         self._child.n = 0
         self._child.reserve(len(old_edges), -1)
         self._child.a[: len(old_edges)] = new_id[old_child]
         keep_l = keep.tolist()
-        self.board = [self.board[i] for i in keep_l]
+        self.pos = [self.pos[i] for i in keep_l]
         self.chain = [self.chain[i] for i in keep_l]
-        self.moves = [self.moves[i] for i in keep_l]
-        self.edge_move = [self.edge_move[i] for i in old_edges.tolist()]
         return new_id

@@ -163,16 +163,13 @@ class BatchedSearch:
         t0 = time.perf_counter()
         path, leaf, leaf_edge, leaf_parent, depth = self._select(roots_a, root_fpu, root_choice)
         t1 = time.perf_counter()
-        # Make the new leaves: the python-chess work, one node at a time.
+        # Make the new leaves: one push and one end-of-game test per node (game.position, compiled).
         make = np.flatnonzero(leaf_edge >= 0)
         if make.size:
-            boards, chains, edge_move = f.board, f.chain, f.edge_move
-            new_boards = []
-            for e, pnode in zip(leaf_edge[make].tolist(), leaf_parent[make].tolist()):
-                b = boards[pnode].copy(stack=False)
-                b.push(edge_move[e])
-                new_boards.append(b)
-            nodes = np.asarray(f.add_nodes(new_boards, [chains[p] for p in leaf_parent[make].tolist()]), dtype=np.int64)
+            positions, chains = f.pos, f.chain
+            parents = leaf_parent[make].tolist()
+            new = [positions[p].push(m) for p, m in zip(parents, f._move.a[leaf_edge[make]].tolist())]
+            nodes = np.asarray(f.add_nodes(new, [chains[p] for p in parents]), dtype=np.int64)
             f._child.a[leaf_edge[make]] = nodes
             leaf[make] = nodes
         t2 = time.perf_counter()

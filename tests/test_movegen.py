@@ -1,0 +1,181 @@
+"""The compiled positions (alphazero_hpc/game/_movegen.c) against python-chess, the reference for the rules.
+
+The search keeps one compiled ``Position`` per node: it must give python-chess's legal moves in python-chess's
+order (the search breaks ties by move order), python-chess's state after every push, and the same check, mate,
+stalemate, repetition and insufficient-material answers. Perft on the six standard positions to depth 4, and every
+position of a few thousand random games move by move. These tests import the extension directly: an install that
+did not build it fails here, it does not skip.
+"""
+
+import random
+
+import chess
+import pytest
+
+from alphazero_hpc.game import _movegen
+from alphazero_hpc.game.encoding import chain_for_board, count_repetitions, extend_chain, position_key
+from alphazero_hpc.game.position import ChessPosition, from_board, move_int, to_board, to_move
+from alphazero_hpc.game.rules import Rules
+
+# The six positions of the Chess Programming Wiki's "Perft Results" page and their leaf counts at depths 1..4 (the
+# published figures that move generators, python-chess's included, are tested against).
+PERFT = [
+    (chess.STARTING_FEN, [20, 400, 8902, 197281]),
+    ("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1", [48, 2039, 97862, 4085603]),
+    ("8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", [14, 191, 2812, 43238]),
+    ("r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1", [6, 264, 9467, 422333]),
+    ("rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8", [44, 1486, 62379, 2103487]),
+    ("r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10", [46, 2079, 89890, 3894594]),
+]
+
+
+def chess_perft(board: chess.Board, depth: int) -> int:
+    """python-chess's own count (bulk-counted at the last ply)."""
+    if depth == 1:
+        return board.legal_moves.count()
+    total = 0
+    for move in board.legal_moves:
+        board.push(move)
+        total += chess_perft(board, depth - 1)
+        board.pop()
+    return total
+
+
+@pytest.mark.parametrize("fen,counts", PERFT, ids=["start", "kiwipete", "pos3", "pos4", "pos5", "pos6"])
+def test_perft_to_depth_4_on_the_six_standard_positions(fen, counts):
+    pos = from_board(chess.Board(fen))
+    assert [_movegen.perft(pos, d) for d in range(1, 5)] == counts
+    # and python-chess counts the same tree, move by move, to depth 3
+    board = chess.Board(fen)
+    for move in board.legal_moves:
+        board.push(move)
+        assert _movegen.perft(pos.push(move_int(move)), 2) == chess_perft(board, 2), move.uci()
+        board.pop()
+
+
+def agree(board: chess.Board, pos, link) -> tuple[list[chess.Move], str | None]:
+    """Assert that ``pos`` answers as python-chess's ``board`` (which has its move stack); returns python-chess's
+    legal moves and how the game ends there (None: it goes on). ``link``: the position chain up to ``pos``, as the
+    search builds it (repetitions)."""
+    legal = list(board.generate_legal_moves())
+    moves = pos.legal_moves()
+    assert moves == [move_int(m) for m in legal], board.fen()
+    assert pos.has_legal_moves() == bool(legal), board.fen()
+    assert pos.key() == position_key(board), board.fen()
+    assert (pos.turn, pos.halfmove_clock, pos.ply, pos.castling_rights, pos.ep_square) == (
+        board.turn, board.halfmove_clock, board.ply(), board.castling_rights, board.ep_square), board.fen()
+    check = board.is_check()
+    assert pos.is_check() == check, board.fen()
+    insufficient = board.is_insufficient_material()
+    assert pos.is_insufficient_material() == insufficient, board.fen()
+    twice = board.is_repetition(2)
+    thrice = twice and board.is_repetition(3)
+    reps = link[1]
+    assert (reps >= 1, reps >= 2) == (twice, thrice), board.fen()
+    if not legal:
+        ending = "checkmate" if check else "stalemate"
+    elif insufficient:
+        ending = "insufficient"
+    elif thrice:
+        ending = "threefold"
+    elif board.halfmove_clock >= 100:
+        ending = "fifty"
+    else:
+        ending = None
+    value = Rules(repetitions_for_draw=3, no_progress_plies=100, max_plies=10_000).end_value(pos, reps)
+    if ending is None:
+        assert value != value, board.fen()  # NaN: the game goes on
+    else:
+        assert value == (-1.0 if ending == "checkmate" else 0.0), board.fen()
+    return legal, ending
+
+
+def random_games(games: int, seed: int) -> dict[str, int]:
+    """Play random games (captures, checks and repetitions made likely) checking every position; returns how
+    many positions ended each way, so the test knows the endings were reached."""
+    rng = random.Random(seed)
+    seen = {"positions": 0, "checkmate": 0, "stalemate": 0, "insufficient": 0, "threefold": 0, "fifty": 0,
+            "en passant": 0, "castling": 0, "promotion": 0, "check": 0}
+    for _ in range(games):
+        board = chess.Board()
+        pos = from_board(board)
+        link = chain_for_board(board, 1)
+        while True:
+            legal, ending = agree(board, pos, link)
+            seen["positions"] += 1
+            seen["check"] += board.is_check()
+            if ending:
+                seen[ending] += 1
+                break
+            captures = [m for m in legal if board.is_capture(m)]
+            if captures and rng.random() < 0.5:
+                move = rng.choice(captures)
+            elif len(board.move_stack) >= 4 and rng.random() < 0.3 and board.move_stack[-4] in legal:
+                move = board.move_stack[-4]  # back and forth: repetitions
+            else:
+                move = rng.choice(legal)
+            seen["en passant"] += board.is_en_passant(move)
+            seen["castling"] += board.is_castling(move)
+            seen["promotion"] += move.promotion is not None
+            board.push(move)
+            pos = pos.push(move_int(move))
+            key = pos.key()
+            link = extend_chain(key, count_repetitions(key, pos.halfmove_clock, link), pos.halfmove_clock, link, 1)
+    return seen
+
+
+def test_every_position_of_random_games_agrees_with_python_chess():
+    seen = random_games(2000, seed=7)
+    print(seen)
+    # every ending and special move occurred, so each comparison above was made where it matters
+    assert all(seen[k] > 0 for k in seen), seen
+
+
+def test_the_random_game_check_sees_a_wrong_move_order(monkeypatch):
+    """The comparison can fail: python-chess's moves in another order are reported."""
+    real = chess.Board.generate_legal_moves
+
+    def reversed_moves(self, *a, **k):
+        return iter(list(real(self, *a, **k))[::-1])
+
+    monkeypatch.setattr(chess.Board, "generate_legal_moves", reversed_moves)
+    with pytest.raises(AssertionError):
+        random_games(1, seed=7)
+
+
+def test_chess_position_is_the_same_interface_on_python_chess():
+    """mcts.move_generator=python-chess: ChessPosition answers as the compiled Position (a few hundred plies)."""
+    rng = random.Random(3)
+    board = chess.Board("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1")
+    pos, ref = from_board(board), ChessPosition(board.copy(stack=False))
+    for _ in range(300):
+        moves = pos.legal_moves()
+        assert ref.legal_moves() == moves
+        assert ref.key() == pos.key() and ref.has_legal_moves() == pos.has_legal_moves()
+        assert (ref.is_check(), ref.is_insufficient_material(), ref.ply, ref.halfmove_clock, ref.turn) == (
+            pos.is_check(), pos.is_insufficient_material(), pos.ply, pos.halfmove_clock, pos.turn)
+        assert to_board(pos).fen() == ref.board.fen()
+        if not moves:
+            break
+        m = rng.choice(moves)
+        pos, ref = pos.push(m), ref.push(m)
+
+
+def test_a_position_refuses_what_is_not_one():
+    with pytest.raises(ValueError, match="disagree"):
+        _movegen.Position(1, 0, 0, 0, 0, 0, 0, 0, True, 0, None, 0, 1)  # a pawn of no colour
+    with pytest.raises(ValueError, match="ep_square"):
+        _movegen.Position(0, 0, 0, 0, 0, 0, 0, 0, True, 0, 64, 0, 1)
+    with pytest.raises(ValueError, match="not a move"):
+        from_board(chess.Board()).push(move_int(chess.Move.from_uci("e7e5")))  # black's pawn, white to move
+
+
+def test_a_search_without_the_built_extension_says_how_to_build_it(monkeypatch):
+    from alphazero_hpc.errors import ConfigError
+    from alphazero_hpc.game import position
+    from alphazero_hpc.search.forest import Forest
+
+    monkeypatch.setattr(position, "BUILD_ERROR", "No module named 'alphazero_hpc.game._movegen'")
+    with pytest.raises(ConfigError, match="build-essential python3-dev.*mcts.move_generator=python-chess"):
+        Forest(Rules(), 1)
+    Forest(Rules(), 1, move_generator="python-chess")  # the reference still works
