@@ -7,6 +7,15 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+# pip compiles the search's move generator (alphazero_hpc/game/_movegen.c): it needs a C compiler and Python's
+# headers, installed here when this machine can (root, apt-get) and they are missing; test_movegen fails without them.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+   ! { command -v cc >/dev/null && "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }; then
+  if ! { apt-get install -y -q build-essential python3-dev || { apt-get update -q && apt-get install -y -q build-essential python3-dev; }; } >.venv/apt-build.log 2>&1; then
+    cat .venv/apt-build.log >&2
+    echo "tests/run.sh: apt-get install build-essential python3-dev failed (log above); the compiled move generator will not build" >&2
+  fi
+fi
 # torch==2.13.0 is pinned here only: on these machines it resolves to the local CPU wheel. GPU users
 # install their own torch first and then `pip install -e .`.
 if ! .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e '.[test]' >.venv/install.log 2>&1; then

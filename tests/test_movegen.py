@@ -14,7 +14,7 @@ import pytest
 
 from alphazero_hpc.game import _movegen
 from alphazero_hpc.game.encoding import chain_for_board, count_repetitions, extend_chain, position_key
-from alphazero_hpc.game.position import ChessPosition, from_board, move_int, to_board, to_move
+from alphazero_hpc.game.position import ChessPosition, from_board, move_int, search_position, to_board, to_move
 from alphazero_hpc.game.rules import Rules
 
 # The six positions of the Chess Programming Wiki's "Perft Results" page and their leaf counts at depths 1..4 (the
@@ -162,12 +162,51 @@ def test_chess_position_is_the_same_interface_on_python_chess():
 
 
 def test_a_position_refuses_what_is_not_one():
+    """Bad input is a ValueError, never a crash or an inconsistent position (a review found both)."""
+    kings = dict(kings=chess.BB_E1 | chess.BB_E8, white=chess.BB_E1, black=chess.BB_E8)
+
+    def make(**kw):
+        args = dict(pawns=0, knights=0, bishops=0, rooks=0, queens=0, **kings, turn=True, castling_rights=0,
+                    ep_square=None, halfmove_clock=0, fullmove_number=1)
+        args.update(kw)
+        return _movegen.Position(**args)
+
+    make()
     with pytest.raises(ValueError, match="disagree"):
-        _movegen.Position(1, 0, 0, 0, 0, 0, 0, 0, True, 0, None, 0, 1)  # a pawn of no colour
+        make(pawns=chess.BB_A2)  # a pawn of no colour
+    with pytest.raises(ValueError, match="disagree"):
+        make(pawns=chess.BB_E1)  # a pawn and a king on one square
+    with pytest.raises(ValueError, match="one king a side"):
+        make(kings=chess.BB_E1 | chess.BB_E8 | chess.BB_A1, white=chess.BB_E1 | chess.BB_A1)
     with pytest.raises(ValueError, match="ep_square"):
-        _movegen.Position(0, 0, 0, 0, 0, 0, 0, 0, True, 0, 64, 0, 1)
-    with pytest.raises(ValueError, match="not a move"):
-        from_board(chess.Board()).push(move_int(chess.Move.from_uci("e7e5")))  # black's pawn, white to move
+        make(ep_square=64)
+    with pytest.raises(ValueError, match="ep_square"):
+        make(ep_square=2**32 + 44)
+    with pytest.raises(ValueError, match="ep_square"):
+        make(ep_square=chess.D3)  # white to move: the square must be on the sixth rank
+    with pytest.raises(ValueError, match="0..2"):
+        make(halfmove_clock=-1)
+    start = from_board(chess.Board())
+    bad = [(chess.E7, chess.E5, 0), (chess.A1, chess.A2, 0), (chess.A1, chess.A1, 0), (chess.E2, chess.E4, 5),
+           (chess.B1, chess.C3, 2), (chess.A2, chess.A3, 1)]  # black's pawn; onto own pieces; promotions that are not
+    for frm, to, promo in bad:
+        with pytest.raises(ValueError, match="not a move"):
+            start.push(frm | to << 6 | promo << 12)
+
+
+@pytest.mark.parametrize("fen", [
+    "BQQQQQQB/Q6Q/Q6Q/Q6Q/Q6Q/Q6Q/Q6Q/kQQQQQQB w - - 0 1",  # 285 legal moves, no black king... python-chess plays on
+    "4k3/8/8/3PP3/8/8/8/4K3 w - d6 0 1",  # an en-passant square with no pawn to take
+    "4k3/8/8/8/8/8/r7/K3K3 w - - 0 1",  # two white kings
+    "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1",
+])
+def test_the_search_takes_positions_python_chess_calls_invalid_from_python_chess(fen):
+    """UCI `position fen` and openings accept any FEN python-chess reads: the compiled generator only sees
+    positions python-chess calls valid, the others are searched by the reference."""
+    board = chess.Board(fen)
+    pos = search_position(board)
+    assert isinstance(pos, ChessPosition) != board.is_valid()
+    assert pos.legal_moves() == [move_int(m) for m in board.generate_legal_moves()]
 
 
 def test_a_search_without_the_built_extension_says_how_to_build_it(monkeypatch):

@@ -119,7 +119,8 @@ static U64 clean_castling(const Pos *p) {
     return w | b;
 }
 
-/* Board.push for a pseudo-legal move of standard chess, into *d (a copy of *s). */
+/* Board.push for a legal move of standard chess, into *d (a copy of *s). The move must come from an own piece and
+   not land on one (push checks both): then every square holds at most one piece, whatever the move. */
 static void do_move(const Pos *s, Pos *d, int move) {
     int from = move & 63, to = (move >> 6) & 63, promo = move >> 12;
     int us = s->turn, them = !us;
@@ -132,8 +133,10 @@ static void do_move(const Pos *s, Pos *d, int move) {
     d->fullmove = s->fullmove + (us == BLACK);
     int piece = piece_at(s, from);
     int captured = (s->occ[them] & tb) ? piece_at(s, to) : -1;
-    int castle = piece == K && (to - from == 2 || from - to == 2) && (from == 4 || from == 60);
-    U64 rook_sq = castle ? BIT(to > from ? from + 3 : from - 4) : 0;
+    U64 rook_sq = BIT(to > from ? from + 3 : from - 4);
+    int castle = piece == K && (to - from == 2 || from - to == 2) && (from == 4 || from == 60)
+                 && (s->bb[R] & s->occ[us] & rook_sq);
+    if (!castle) rook_sq = 0;
     /* castling rights: cleaned, then the squares touched (python-chess sees castling as king takes rook) */
     U64 cr = clean_castling(s) & ~fb & ~(castle ? rook_sq : tb);
     if (piece == K) cr &= us == WHITE ? ~RANK1 : ~RANK8;
@@ -150,10 +153,13 @@ static void do_move(const Pos *s, Pos *d, int move) {
         if (diff == 16 && (from >> 3) == 1) d->ep = from + 8;
         else if (diff == -16 && (from >> 3) == 6) d->ep = from - 8;
         else if (to == s->ep && (diff == 7 || diff == 9 || diff == -7 || diff == -9) && captured < 0) {
-            int cs = s->ep + (us == WHITE ? -8 : 8);
-            d->bb[P] &= ~BIT(cs);
-            d->occ[them] &= ~BIT(cs);
-            d->halfmove = 0;
+            int cs = s->ep + (us == WHITE ? -8 : 8);  /* ep is on rank 3 or 6 (the constructor checks) */
+            int ct = piece_at(s, cs);                  /* python-chess removes whatever stands there */
+            if (ct >= 0) {
+                d->bb[ct] &= ~BIT(cs);
+                d->occ[0] &= ~BIT(cs);
+                d->occ[1] &= ~BIT(cs);
+            }
         }
     }
     if (castle) {
@@ -167,7 +173,8 @@ static void do_move(const Pos *s, Pos *d, int move) {
 }
 
 /* ---- pseudo-legal generation in python-chess's order; each move kept if legal ---- */
-typedef struct { int n; int m[256]; } MoveList;
+/* Legal moves only; at most 16 pieces a side (the constructor checks): 15 queens and a king stay under 512. */
+typedef struct { int n; int m[512]; } MoveList;
 
 static inline int legal(const Pos *p, int move) {
     Pos t;
@@ -305,16 +312,34 @@ static PyObject *pos_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         return NULL;
     int eps = -1;
     if (ep != Py_None) {
-        eps = (int)PyLong_AsLong(ep);
-        if (eps == -1 && PyErr_Occurred()) return NULL;
-        if (eps < 0 || eps > 63) {
+        long e = PyLong_AsLong(ep);
+        if (e == -1 && PyErr_Occurred()) return NULL;
+        eps = e < 0 || e > 63 ? 64 : (int)e;
+        if (eps > 63) {
             PyErr_SetString(PyExc_ValueError, "ep_square must be None or 0..63");
             return NULL;
         }
     }
-    U64 all = b[6] | b[7];
-    if ((b[6] & b[7]) || (b[0] | b[1] | b[2] | b[3] | b[4] | b[5]) != all) {
+    U64 all = b[6] | b[7], seen = 0;
+    int overlap = (b[6] & b[7]) != 0;
+    for (int i = 0; i < 6; i++) {
+        overlap |= (seen & b[i]) != 0;
+        seen |= b[i];
+    }
+    if (overlap || seen != all) {
         PyErr_SetString(PyExc_ValueError, "piece and colour bitboards disagree");
+        return NULL;
+    }
+    if (popcnt(b[5] & b[6]) != 1 || popcnt(b[5] & b[7]) != 1 || popcnt(b[6]) > 16 || popcnt(b[7]) > 16) {
+        PyErr_SetString(PyExc_ValueError, "a position needs one king a side and at most 16 pieces a side");
+        return NULL;
+    }
+    if (eps >= 0 && (eps >> 3) != (turn ? 5 : 2)) {
+        PyErr_SetString(PyExc_ValueError, "ep_square must be on the sixth rank (white to move) or the third");
+        return NULL;
+    }
+    if (half < 0 || half > (1 << 24) || full < 0 || full > (1 << 24)) {
+        PyErr_SetString(PyExc_ValueError, "halfmove_clock and fullmove_number must be in 0..2**24");
         return NULL;
     }
     Pos *p = (Pos *)type->tp_alloc(type, 0);
@@ -352,7 +377,10 @@ static PyObject *pos_has_legal_moves(Pos *p, PyObject *unused) {
 static PyObject *pos_push(Pos *p, PyObject *arg) {
     long mv = PyLong_AsLong(arg);
     if (mv == -1 && PyErr_Occurred()) return NULL;
-    if (mv < 0 || mv >= (6 << 12) || !(p->occ[p->turn] & BIT(mv & 63))) {
+    /* cheap checks that keep the position consistent (one piece a square); legality is the caller's */
+    int from = (int)(mv & 63), to = (int)((mv >> 6) & 63), promo = (int)(mv >> 12);
+    if (mv < 0 || mv >= (6 << 12) || promo == 1 || !(p->occ[p->turn] & BIT(from)) || (p->occ[p->turn] & BIT(to))
+        || (promo && (!(p->bb[P] & BIT(from)) || (to >> 3) != (p->turn ? 7 : 0)))) {
         PyErr_Format(PyExc_ValueError, "push: %ld is not a move of the side to move", mv);
         return NULL;
     }

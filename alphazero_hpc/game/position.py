@@ -31,7 +31,7 @@ def require_compiled() -> None:
             "reinstall with `pip install -e .` where a C compiler and Python's headers are (Debian: apt-get install "
             "build-essential python3-dev), or set mcts.move_generator=python-chess (the same games, slower)")
 
-__all__ = ["Position", "ChessPosition", "perft", "require_compiled", "from_board", "to_board", "move_int", "to_move", "POLICY_INDEX",
+__all__ = ["Position", "ChessPosition", "perft", "require_compiled", "search_position", "from_board", "to_board", "move_int", "to_move", "POLICY_INDEX",
            "FLIP_MOVE"]
 
 FLIP_MOVE = 56 | (56 << 6)  # XOR of a move int that mirrors both squares (black's view)
@@ -43,6 +43,15 @@ def from_board(board: chess.Board) -> Position:
     return Position(board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
                     board.occupied_co[chess.WHITE], board.occupied_co[chess.BLACK], board.turn,
                     board.castling_rights, board.ep_square, board.halfmove_clock, board.fullmove_number)
+
+
+def search_position(board: chess.Board) -> Position | ChessPosition:
+    """The compiled position of ``board`` if python-chess calls it valid, else python-chess's (``ChessPosition``):
+    a position python-chess accepts but no game reaches (a FEN with two kings, a stray en-passant square, unclean
+    castling rights) is searched by the reference rather than by a generator that was never checked on it."""
+    if board.is_valid() and not board.promoted & board.kings:
+        return from_board(board)
+    return ChessPosition(board.copy(stack=False))
 
 
 def to_board(pos: Position) -> chess.Board:

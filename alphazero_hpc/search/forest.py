@@ -24,7 +24,7 @@ import numpy as np
 
 from ..arrays import ragged_ranges
 from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain
-from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, Position, from_board, require_compiled,
+from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, Position, require_compiled, search_position,
                              to_move)
 from ..game.rules import Rules
 
@@ -65,7 +65,7 @@ class Forest:
         # roots become compiled positions, or python-chess's behind the same interface (the reference)
         if move_generator == "compiled":
             require_compiled()
-        self._position = from_board if move_generator == "compiled" else ChessPosition
+        self._position = search_position if move_generator == "compiled" else ChessPosition
         self.history = history
         self.lazy_rows = lazy_rows  # at most this many logits rows kept (18.7 KB each); 0: expand at once
         self._slot = _Grow(np.int32, -1)  # pool row of an evaluated node not yet expanded, else -1
