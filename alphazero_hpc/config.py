@@ -70,8 +70,9 @@ class MCTSConfig:
     gumbel_c_scale: float = 1.0
     gumbel_interior: str = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
                                    # lags its improved policy most)
-    lazy_rows: int = 4096  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
-                           # its legal moves are generated (most leaves are never visited again); 0: at once
+    lazy_rows: int = 0  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
+                        # they become edges (most leaves are never visited again); 0: at once. Pays off with Gumbel's
+                        # root (configs/learn.yaml: 4096), not with PUCT since moves are compiled (docs/performance.md)
     move_generator: str = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
                                       # reference: the same games, slower; for checks and A/B benchmarks)
 

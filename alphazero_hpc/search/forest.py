@@ -60,7 +60,7 @@ class Forest:
     history planes. Edges: prior, child node (-1 until visited) and the move (an int).
     """
 
-    def __init__(self, rules: Rules, history: int, lazy_rows: int = 4096, move_generator: str = "compiled") -> None:
+    def __init__(self, rules: Rules, history: int, lazy_rows: int = 0, move_generator: str = "compiled") -> None:
         self.rules = rules
         # roots become compiled positions, or python-chess's behind the same interface (the reference)
         if move_generator == "compiled":
