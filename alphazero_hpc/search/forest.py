@@ -5,10 +5,11 @@ One selection step for every tree is then a handful of numpy operations over a [
 test for the end of the game (``game.rules``) and, for a node visited again, generate its legal moves. Moves are
 ints (``from | to << 6 | promotion << 12``) until ``children`` hands them out as ``chess.Move``.
 
-Expansion is lazy: an evaluated node keeps its network logits (a row of a bounded pool) and gets its edges,
-which need all its legal moves, only when a walk goes through it; most leaves are visited once and never
-pay for move generation. The priors are the same softmax of the same float32 logits either way, so the
-search is unchanged. When the pool is full, nodes are expanded at once, as without it.
+Expansion can be lazy (``lazy_rows`` > 0, mcts.lazy_rows): an evaluated node keeps its network logits (a row of a
+bounded pool) and gets its edges only when a walk goes through it; most leaves are visited once and never pay for
+their edges. The priors are the same softmax of the same float32 logits either way, so the search is unchanged.
+When the pool is full, nodes are expanded at once, as without it. Since moves are compiled this pays only where
+most evaluated nodes are never visited again (Gumbel's root; docs/performance.md).
 
 Values are from the side to move at the node: ``node_w / node_n`` is the mean value for the player who
 moves there; a child's value for its parent is the negation.
