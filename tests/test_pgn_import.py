@@ -295,17 +295,26 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     run = tmp_path / "slp"
     settings = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
                 "--set", "slurm.gpus_per_node=2", "--set", "slurm.cpus_per_task=1", "--set", "run.generations=1"]
-    r = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
-    assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
-    imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
-    assert len(imports) == 1
-    subprocess.run(["scontrol", "hold", imports[0]], capture_output=True)  # keeps it queued (no-op once running)
-    again = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
-    assert again.returncode == 1 and f"still queued or running (SLURM job(s) {imports[0]})" in again.stderr, again.stderr
-    assert json.loads((run / "import" / "jobs.json").read_text())["jobs"] == imports  # nothing submitted twice
-    r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
-    assert r.returncode == 0, r.stderr
-    subprocess.run(["scontrol", "release", imports[0]], capture_output=True)
+    # A job holding both nodes keeps the import array queued while it is submitted again (scontrol hold after the
+    # submission raced with the array: on a quiet testbed it could start and finish before the hold)
+    blocker = subprocess.run(["sbatch", "--parsable", "--exclusive", "-N", "2", "--job-name", "azhpc-test-blocker",
+                              "--wrap", "sleep 600"], capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and subprocess.run(["squeue", "-h", "-j", blocker, "-o", "%T"], capture_output=True,
+                                                         text=True).stdout.strip() != "RUNNING":
+            time.sleep(0.5)
+        r = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+        assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
+        imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
+        assert len(imports) == 1
+        again = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+        assert again.returncode == 1 and f"still queued or running (SLURM job(s) {imports[0]})" in again.stderr, again.stderr
+        assert json.loads((run / "import" / "jobs.json").read_text())["jobs"] == imports  # nothing submitted twice
+        r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
+        assert r.returncode == 0, r.stderr
+    finally:
+        subprocess.run(["scancel", blocker], capture_output=True)
     record = json.loads((run / "launch.json").read_text())
     pre = [j for j in record["jobs"] if j["generation"] == -1]
     sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]
