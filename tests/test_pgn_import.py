@@ -295,15 +295,13 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     run = tmp_path / "slp"
     settings = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
                 "--set", "slurm.gpus_per_node=2", "--set", "slurm.cpus_per_task=1", "--set", "run.generations=1"]
-    # A job holding both nodes keeps the import array queued while it is submitted again (scontrol hold after the
-    # submission raced with the array: on a quiet testbed it could start and finish before the hold)
-    blocker = subprocess.run(["sbatch", "--parsable", "--exclusive", "-N", "2", "--job-name", "azhpc-test-blocker",
-                              "--wrap", "sleep 600"], capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    # The default partition is DOWN while the import is submitted twice, so the array stays queued (scontrol hold after
+    # the submission raced with the array, which on a quiet testbed could start and finish before the hold; the
+    # testbed's nodes are shared, OverSubscribe=FORCE, so a job cannot hold them either)
+    partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, check=True).stdout.split()
+    default = next(p.rstrip("*") for p in partition if p.endswith("*"))
+    subprocess.run(["scontrol", "update", f"PartitionName={default}", "State=DOWN"], check=True)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and subprocess.run(["squeue", "-h", "-j", blocker, "-o", "%T"], capture_output=True,
-                                                         text=True).stdout.strip() != "RUNNING":
-            time.sleep(0.5)
         r = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
         assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
         imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
@@ -314,7 +312,7 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
         r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
         assert r.returncode == 0, r.stderr
     finally:
-        subprocess.run(["scancel", blocker], capture_output=True)
+        subprocess.run(["scontrol", "update", f"PartitionName={default}", "State=UP"], check=True)
     record = json.loads((run / "launch.json").read_text())
     pre = [j for j in record["jobs"] if j["generation"] == -1]
     sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]
