@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -475,7 +476,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
 
 def _median_cpu(runs: list) -> float | None:
     cpu = [r.cpu_us_per_simulation_outside_network for r in runs]
-    return None if None in cpu else sorted(cpu)[(len(cpu) - 1) // 2]
+    return None if None in cpu else statistics.median_low(cpu)
 
 
 @bench.command("shards")

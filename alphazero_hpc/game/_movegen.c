@@ -197,14 +197,14 @@ static inline void add_pawn(const Pos *p, MoveList *ml, int from, int to) {
     }
 }
 
-static U64 piece_attacks(const Pos *p, int s, int piece, U64 occ) {
+/* Squares a knight, bishop, rook, queen or king on s attacks (pawns have their own loops in gen_pseudo). */
+static U64 piece_attacks(int s, int piece, U64 occ) {
     switch (piece) {
         case N: return KNIGHT_ATT[s];
         case B: return bishop_att(s, occ);
         case R: return rook_att(s, occ);
         case Q: return rook_att(s, occ) | bishop_att(s, occ);
-        case K: return KING_ATT[s];
-        default: return PAWN_ATT[(p->occ[WHITE] & BIT(s)) ? WHITE : BLACK][s];
+        default: return KING_ATT[s];
     }
 }
 
@@ -245,7 +245,7 @@ static void gen_pseudo(const Pos *p, MoveList *ml, U64 from_mask, U64 to_mask) {
     for (U64 pcs = ours & ~p->bb[P] & from_mask; pcs; pcs &= ~BIT(msb(pcs))) {
         int s = msb(pcs);
         int piece = piece_at(p, s);
-        for (U64 t = piece_attacks(p, s, piece, occ) & ~ours & to_mask; t; t &= ~BIT(msb(t))) add(p, ml, s, msb(t), 0);
+        for (U64 t = piece_attacks(s, piece, occ) & ~ours & to_mask; t; t &= ~BIT(msb(t))) add(p, ml, s, msb(t), 0);
     }
     if (from_mask & p->bb[K]) gen_castling(p, ml);
     U64 pawns = p->bb[P] & ours & from_mask;

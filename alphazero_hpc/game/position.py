@@ -11,9 +11,8 @@ from __future__ import annotations
 import chess
 import numpy as np
 
-from .encoding import NUM_MOVES, move_index, position_key
-
 from ..errors import ConfigError
+from .encoding import NUM_MOVES, move_index, position_key
 
 try:
     from ._movegen import Position, perft
@@ -21,6 +20,9 @@ try:
 except ImportError as exc:  # an install without a C compiler (setup.py builds the extension as optional)
     Position = perft = None  # type: ignore[assignment,misc]
     BUILD_ERROR = str(exc)
+
+__all__ = ["Position", "ChessPosition", "perft", "require_compiled", "search_position", "from_board", "to_board",
+           "move_int", "to_move", "POLICY_INDEX", "FLIP_MOVE"]
 
 
 def require_compiled() -> None:
@@ -31,8 +33,6 @@ def require_compiled() -> None:
             "reinstall with `pip install -e .` where a C compiler and Python's headers are (Debian: apt-get install "
             "build-essential python3-dev), or set mcts.move_generator=python-chess (the same games, slower)")
 
-__all__ = ["Position", "ChessPosition", "perft", "require_compiled", "search_position", "from_board", "to_board", "move_int", "to_move", "POLICY_INDEX",
-           "FLIP_MOVE"]
 
 FLIP_MOVE = 56 | (56 << 6)  # XOR of a move int that mirrors both squares (black's view)
 
@@ -51,7 +51,7 @@ def search_position(board: chess.Board) -> Position | ChessPosition:
     castling rights) is searched by the reference rather than by a generator that was never checked on it."""
     if board.is_valid() and not board.promoted & board.kings:
         return from_board(board)
-    return ChessPosition(board.copy(stack=False))
+    return ChessPosition.of(board)
 
 
 def to_board(pos: Position) -> chess.Board:
@@ -85,6 +85,11 @@ class ChessPosition:
 
     def __init__(self, board: chess.Board) -> None:
         self.board = board
+
+    @classmethod
+    def of(cls, board: chess.Board) -> ChessPosition:
+        """The position of ``board`` (a copy without its move stack)."""
+        return cls(board.copy(stack=False))
 
     pawns = property(lambda self: self.board.pawns)
     rooks = property(lambda self: self.board.rooks)

@@ -66,7 +66,7 @@ class Forest:
         # roots become compiled positions, or python-chess's behind the same interface (the reference)
         if move_generator == "compiled":
             require_compiled()
-        self._position = search_position if move_generator == "compiled" else ChessPosition
+        self._position = search_position if move_generator == "compiled" else ChessPosition.of
         self.history = history
         self.lazy_rows = lazy_rows  # at most this many logits rows kept (18.7 KB each); 0: expand at once
         self._slot = _Grow(np.int32, -1)  # pool row of an evaluated node not yet expanded, else -1
@@ -170,7 +170,7 @@ class Forest:
             before = board.copy()
             before.pop()
             parent = chain_for_board(before, self.history)
-        root = self.new_node(self._position(board.copy(stack=False)), parent)
+        root = self.new_node(self._position(board), parent)
         if self.terminal_value(root) is not None and not board.is_game_over():
             self._term.a[root] = np.nan
         return root
