@@ -291,7 +291,8 @@ def doctor(run_dir: Path) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--generation", type=click.IntRange(min=0), required=True, help="Generation whose network (models/gen-G.pt) plays.")
 @click.option("--opponent", "opponents", multiple=True,
-              help="previous, gen:K, random, greedy, stockfish[:skill=S][,nodes=N][,depth=D]; repeatable [eval.opponents].")
+              help="previous, gen:K, random, greedy, stockfish[:skill=S][,elo=E][,nodes=N|depth=D|movetime=MS|tc=BASE+INC], "
+                   "fairy-stockfish[:...]; repeatable [eval.opponents].")
 @click.option("--games", type=click.IntRange(min=1), help="Games per opponent [eval.games].")
 @click.option("--simulations", type=click.IntRange(min=1), help="Simulations per move of the network(s) [eval.simulations, else mcts.simulations].")
 @click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
@@ -301,14 +302,24 @@ def doctor(run_dir: Path) -> None:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of random/greedy players and random openings.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 @click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
+@click.option("--fairy-stockfish", "fairy_path", help="Fairy-Stockfish binary [default: on PATH, or /usr/games/fairy-stockfish].")
+@click.option("--scale", is_flag=True,
+              help="Rate the network on the calibrated Stockfish 15.1 UCI_Elo scale (bracket it, then play its nearest rungs).")
+@click.option("--interval", "target", type=click.FloatRange(min=1), default=75.0, show_default=True,
+              help="With --scale: play until the 95% interval is at most +- this many Elo.")
+@click.option("--max-games", type=click.IntRange(min=2), default=600, show_default=True, help="With --scale: stop after this many games.")
+@click.option("--scale-table", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="With --scale: a scale table of azhpc ladder fit (default: the one shipped with azhpc).")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
              openings: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
-             stockfish_path: str | None, quiet: bool) -> None:
+             stockfish_path: str | None, fairy_path: str | None, scale: bool, target: float, max_games: int,
+             scale_table: Path | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
 
     Each match is appended to RUN/eval/ledger.jsonl and its games saved as PGN under RUN/eval/. A match already
-    in the ledger (same players, games, simulations, openings, seed) is shown, not played again.
+    in the ledger (same players, games, simulations, openings, seed) is shown, not played again. With --scale the
+    opponents are the rungs of the calibrated scale (docs/evaluation.md) and the result is one rating on it.
     """
     from .config import split_opponents
     from .evaluate.runner import describe
@@ -317,12 +328,21 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     from .store.runconfig import read_run_config
 
     cfg = read_run_config(RunPaths(run_dir))
+    if scale:
+        from .evaluate.scale import ANCHOR_NOTE, rate_on_scale
+
+        rating = rate_on_scale(run_dir, cfg, generation, target, max_games=max_games, simulations=simulations,
+                               device=device, engines={"stockfish": stockfish_path, "fairy-stockfish": fairy_path},
+                               table=scale_table, echo=(lambda s: None) if quiet else click.echo)
+        click.echo(rating.line())
+        click.echo(f"({ANCHOR_NOTE})")
+        return
     failed = []
     for spec in opponents or split_opponents(cfg.eval.opponents):
         try:
             entry, played = run_match(run_dir, cfg, generation, spec, games, simulations, openings, seed, max_plies,
                                       device, stockfish_path, adjudicate_material,
-                                      echo=(lambda s: None) if quiet else click.echo)
+                                      echo=(lambda s: None) if quiet else click.echo, fairy_stockfish=fairy_path)
         except AzhpcError as exc:  # one opponent failing (stockfish missing) does not stop the others
             click.echo(f"azhpc: {exc}", err=True)
             failed.append(spec)
@@ -338,13 +358,25 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
 @click.option("--adjudicate-material", type=click.IntRange(min=0), default=0, show_default=True,
               help="Fit the matches scored with this material adjudication (0: chess rules only).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool) -> None:
+@click.option("--scale/--no-scale", default=None,
+              help="Rate on the calibrated Stockfish 15.1 UCI_Elo scale (the rungs pinned at their ratings) "
+                   "[default: when the ledger has matches against rungs].")
+@click.option("--scale-table", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A scale table of azhpc ladder fit [default: the one shipped with azhpc].")
+def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, scale: bool | None,
+        scale_table: Path | None) -> None:
     """Ratings of every evaluated generation and opponent of a run, with 95% intervals (RUN/eval/ratings.json)."""
     from .evaluate.ladder import run_ladder
 
-    table, entries = run_ladder(run_dir, anchor, adjudicate_material)
+    table, entries, on_scale = run_ladder(run_dir, anchor, adjudicate_material, scale=scale, table=scale_table)
+    if on_scale:
+        from .evaluate.scale import ANCHOR_NOTE, SCALE_NAME
+
+        anchor_line = f"on the {SCALE_NAME} ({ANCHOR_NOTE}); rungs pinned at their calibrated ratings"
+    else:
+        anchor_line = f"{anchor} = 0; ratings are relative to it (a ladder, not FIDE Elo)"
     if as_json:
-        click.echo(json.dumps({"anchor": anchor, "ratings": [r.__dict__ for r in table]}, indent=1))
+        click.echo(json.dumps({"anchor": anchor, "scale": on_scale, "ratings": [r.__dict__ for r in table]}, indent=1))
         return
     click.echo(f"{'player':<28} {'Elo':>7}  {'95% interval':>17}  {'games':>6}")
     for r in table:
@@ -352,7 +384,7 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool) -> 
             click.echo(f"{r.name:<28} {'?':>7}  {'(no path to ' + anchor + ')':>17}  {r.games:>6}")
         else:
             click.echo(f"{r.name:<28} {r.elo:>+7.0f}  [{r.low:>+6.0f}, {r.high:>+6.0f}]  {r.games:>6}")
-    click.echo(f"{len(entries)} matches; {anchor} = 0; ratings are relative to it (a ladder, not FIDE Elo)")
+    click.echo(f"{len(entries)} matches; {anchor_line}")
 
 
 @main.command()
@@ -384,6 +416,59 @@ def plot(run_dir: Path, adjudicate_material: int) -> None:
         return
     for path in plot_run(run_dir, adjudicate_material):
         click.echo(f"wrote {path}")
+
+
+@main.group()
+def ladder() -> None:
+    """The calibrated rating scale: its rungs, their calibration and the shipped table (docs/evaluation.md)."""
+
+
+@ladder.command("show")
+@click.option("--table", type=click.Path(path_type=Path, exists=True, dir_okay=False), help="A table of azhpc ladder fit [default: the shipped one].")
+def ladder_show(table: Path | None) -> None:
+    """Print the scale: every rung, its rating and 95% interval, and what it rests on."""
+    from .evaluate.scale import render_table
+
+    click.echo(render_table(table))
+
+
+@ladder.command("calibrate")
+@click.argument("out_dir", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--tasks", type=click.IntRange(min=1), default=2, show_default=True, help="Calibration processes at once.")
+@click.option("--games", type=click.IntRange(min=2), default=400, show_default=True,
+              help="Games per adjacent pair of untimed rungs (next-adjacent pairs play half).")
+@click.option("--timed-games", type=click.IntRange(min=2), default=100, show_default=True,
+              help="Games per adjacent pair with a timed rung (movetime, clock); next-adjacent pairs play half.")
+@click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
+@click.option("--fairy-stockfish", "fairy_path", help="Fairy-Stockfish binary [default: on PATH, or /usr/games/fairy-stockfish].")
+def ladder_calibrate(out_dir: Path, tasks: int, games: int, timed_games: int, stockfish_path: str | None,
+                     fairy_path: str | None) -> None:
+    """Play the matches between rungs (adjacent and next-adjacent pairs) into OUT/eval/ledger.jsonl, then fit.
+
+    Started again it plays only the blocks still missing. Timed rungs (movetime, the anchor's clock) play weaker on a
+    busy machine: calibrate on a quiet one (each match records the load average)."""
+    from .evaluate.scale import CalibrationSpec, calibrate, fit_scale, render_table, write_fit
+
+    failed = calibrate(out_dir, CalibrationSpec(games, timed_games), tasks,
+                       {"stockfish": stockfish_path, "fairy-stockfish": fairy_path}, click.echo)
+    where = write_fit(out_dir, fit_scale(out_dir))
+    click.echo(render_table(where))
+    if failed:
+        raise click.ClickException("; ".join(failed))
+
+
+@ladder.command("fit")
+@click.argument("out_dir", metavar="OUT", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--freeze", is_flag=True, help="Also write the table into the installed package (a developer's step before a release).")
+def ladder_fit(out_dir: Path, freeze: bool) -> None:
+    """Fit every rung jointly over OUT's calibration matches (anchor at 1350) into OUT/scale.json."""
+    from .evaluate.scale import fit_scale, freeze as freeze_table, render_table, write_fit
+
+    table = fit_scale(out_dir)
+    where = write_fit(out_dir, table)
+    click.echo(render_table(where))
+    if freeze:
+        click.echo(f"frozen into {freeze_table(table)}")
 
 
 @main.group()
@@ -558,7 +643,7 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
                        eval_games: int, simulations: int | None, workers: int | None, stockfish_path: str | None) -> None:
     """Learning check of import-pgn: Stockfish games -> import -> pretraining -> matches against random and greedy
     under the rules of chess (in OUT/run/eval/ledger.jsonl)."""
-    from .evaluate.players import find_stockfish
+    from .evaluate.engines import find_stockfish
     from .tools.pgnbench import learning_check
 
     learning_check(out_dir, find_stockfish(stockfish_path), games, depth, config_path, (f"pretrain.epochs={epochs}", *overrides),

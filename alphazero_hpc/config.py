@@ -227,8 +227,8 @@ class EvalConfig:
     """Evaluation matches: ``azhpc evaluate`` defaults, and the optional stage of ``azhpc launch``."""
 
     enabled: bool = False  # azhpc launch evaluates each trained network in a job after its training job
-    opponents: str = "previous,random"  # comma list of: previous, gen:K, random, greedy,
-                                        # stockfish[:skill=S][,nodes=N][,depth=D] (stockfish options after ':')
+    opponents: str = "previous,random"  # comma list of: previous, gen:K, random, greedy, stockfish[:OPTIONS],
+                                        # fairy-stockfish[:OPTIONS] (docs/evaluation.md, "Opponents")
     games: int = 20  # games per opponent; each opening is played with both colours
     simulations: int = 0  # simulations per move of the network(s); 0: mcts.simulations
     max_plies: int = 400  # a game still going after this many plies is a draw
@@ -249,10 +249,13 @@ class EvalConfig:
                "eval.openings", "must be 'book' or 'random:K' with K in 1..40")
         for spec in split_opponents(self.opponents):
             _check(bool(_OPPONENT.fullmatch(spec)), "eval.opponents",
-                   f"'{spec}' is not one of previous, gen:K, random, greedy, stockfish[:skill=S][,nodes=N][,depth=D]")
+                   f"'{spec}' is not one of previous, gen:K, random, greedy, "
+                   "stockfish[:skill=S][,elo=E][,nodes=N|depth=D|movetime=MS|tc=BASE+INC] or fairy-stockfish[:...]")
 
 
-_OPPONENT = re.compile(r"previous|random|greedy|gen:\d+|stockfish(:((skill|nodes|depth)=\d+)(,(skill|nodes|depth)=\d+)*)?")
+# The shape of an opponent; an engine's options are checked in full where it is made (evaluate/engines.py).
+_ENGINE_OPTION = r"(skill|elo|nodes|depth|movetime)=-?\d+|tc=\d+(\.\d+)?\+\d+(\.\d+)?"
+_OPPONENT = re.compile(rf"previous|random|greedy|gen:\d+|(fairy-)?stockfish(:({_ENGINE_OPTION})(,({_ENGINE_OPTION}))*)?")
 
 
 def split_opponents(text: str) -> list[str]:
@@ -262,7 +265,7 @@ def split_opponents(text: str) -> list[str]:
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        if out and "=" in part and ":" not in part and out[-1].startswith("stockfish:"):
+        if out and "=" in part and ":" not in part and out[-1].startswith(("stockfish:", "fairy-stockfish:")):
             out[-1] += "," + part
         else:
             out.append(part)

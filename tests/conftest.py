@@ -9,7 +9,7 @@ import chess
 import pytest
 
 from alphazero_hpc.errors import AzhpcError
-from alphazero_hpc.evaluate.players import find_stockfish
+from alphazero_hpc.evaluate.engines import find_stockfish
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"

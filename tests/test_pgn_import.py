@@ -40,7 +40,7 @@ NO_RESULT = '[Event "unfinished"]\n[Result "*"]\n\n1. d4 d5 *\n\n'
 @pytest.fixture(scope="module")
 def games(request):
     from alphazero_hpc.errors import AzhpcError
-    from alphazero_hpc.evaluate.players import find_stockfish
+    from alphazero_hpc.evaluate.engines import find_stockfish
 
     try:
         sf = find_stockfish()
@@ -347,7 +347,7 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
 def test_learning_check_a_network_trained_only_on_stockfish_games_beats_random(tmp_path, games):
     """azhpc bench pretrain, small: 200 Stockfish games -> import -> pretraining -> a match against random under the
     rules of chess, won by a margin outside the 95% interval, in the run's ledger. (Greedy: docs/pretraining.md.)"""
-    from alphazero_hpc.evaluate.players import find_stockfish
+    from alphazero_hpc.evaluate.engines import find_stockfish
     from alphazero_hpc.tools.pgnbench import learning_check
 
     entries = learning_check(tmp_path, find_stockfish(), games=200, depth=2, config=ROOT / "configs" / "learn.yaml",

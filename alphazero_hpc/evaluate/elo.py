@@ -122,12 +122,17 @@ class Rating:
 
 
 def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
-                anchor_elo: float = 0.0, prior_draws: float = 1.0, z: float = Z95) -> dict[str, Rating]:
+                anchor_elo: float = 0.0, prior_draws: float = 1.0, z: float = Z95,
+                pinned: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Rating]:
     """Ratings of every player in ``matches`` (first player, second player, first player's W/D/L).
 
-    ``anchor`` is pinned at ``anchor_elo``; intervals are relative to it. Players with no chain of
-    matches to the anchor get ``elo=None``.
+    ``anchor`` is pinned at ``anchor_elo``; intervals are relative to it. ``pinned`` fixes more players at known
+    ratings, each ``(elo, standard deviation)`` relative to the anchor (the rungs of a calibrated scale): the
+    others are fitted against them, and their intervals carry the pinned players' uncertainty too (the delta
+    method: how far a free rating moves when a pinned one does). Players with no chain of matches to the anchor
+    or a pinned player get ``elo=None``.
     """
+    fixed = {anchor: (anchor_elo, 0.0), **{k: v for k, v in (pinned or {}).items() if k != anchor}}
     wdl: dict[tuple[str, str], list[float]] = {}  # per pair (sorted names): first name's W, D, L
     played: dict[str, int] = {}
     for a, b, s in matches:
@@ -152,21 +157,29 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
         pts[key] = weight * (w + 0.5 * d)
         games[key] = weight * n
     players = sorted(played)
-    if anchor not in played:
+    fixed = {p: v for p, v in fixed.items() if p in played}
+    if not fixed:
         return {p: Rating(p, None, None, None, played[p]) for p in players}
-    reach = _connected(anchor, games.keys())
-    free = [p for p in players if p in reach and p != anchor]
+    reach: set[str] = set()
+    for p in fixed:
+        reach |= _connected(p, games.keys())
+    free = [p for p in players if p in reach and p not in fixed]
+    pins = sorted(fixed)
     idx = {p: i for i, p in enumerate(free)}
+    pidx = {p: i for i, p in enumerate(pins)}
     pairs = [(a, b, pts[(a, b)], games[(a, b)]) for a, b in games if a in reach]
-    r = np.zeros(len(free))  # natural units; the anchor is 0
+    # natural units, the anchor at 0; free players start at the mean of the pinned ones (a scale's middle)
+    r = np.full(len(free), float(np.mean([(v[0] - anchor_elo) * _K for v in fixed.values()])))
 
     def rating(p: str) -> float:
-        return 0.0 if p == anchor else r[idx[p]]
+        return (fixed[p][0] - anchor_elo) * _K if p in fixed else r[idx[p]]
 
     cov = np.zeros((len(free), len(free)))
+    cross = np.zeros((len(free), len(pins)))  # observed information between free and pinned ratings
     for _ in range(100):
         grad = np.zeros(len(free))
         hess = np.zeros((len(free), len(free)))
+        cross[:] = 0.0
         for a, b, s, n in pairs:
             e = 1.0 / (1.0 + math.exp(rating(b) - rating(a)))
             g, h = s - n * e, n * e * (1 - e)
@@ -174,23 +187,31 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
                 if p in idx:
                     grad[idx[p]] += sign * g
                     hess[idx[p], idx[p]] += h
-            if a in idx and b in idx:
-                hess[idx[a], idx[b]] -= h
-                hess[idx[b], idx[a]] -= h
+            for p, q in ((a, b), (b, a)):
+                if p in idx and q in idx:
+                    hess[idx[p], idx[q]] -= h
+                elif p in idx and q in pidx:
+                    cross[idx[p], pidx[q]] -= h
         if not free:
             break
         cov = np.linalg.inv(hess)
         step = cov @ grad
+        step *= min(1.0, 1.0 / max(np.abs(step).max(), 1e-300))  # at most ~174 Elo a step: far starts converge
         r += step
         if np.abs(step).max() < 1e-10:
             break
+    if free and pins:  # the pinned ratings' own variance, carried through d(free)/d(pinned) = -H^-1 cross
+        sens = -cov @ cross
+        pin_var = np.diag([(fixed[p][1] * _K) ** 2 for p in pins])
+        cov = cov + sens @ pin_var @ sens.T
     out: dict[str, Rating] = {}
     for p in players:
         if p not in reach:
             out[p] = Rating(p, None, None, None, played[p])
             continue
         elo = anchor_elo + float(rating(p)) / _K
-        half = 0.0 if p == anchor else z * math.sqrt(float(cov[idx[p], idx[p]])) / _K
+        sd = fixed[p][1] * _K if p in fixed else math.sqrt(float(cov[idx[p], idx[p]]))
+        half = z * sd / _K
         out[p] = Rating(p, elo, elo - half, elo + half, played[p])
     return out
 

@@ -12,11 +12,17 @@ from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import read_ledger
 
 
-def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0,
-               write: bool = True) -> tuple[list[Rating], list[dict[str, Any]]]:
-    """Fit the ladder of a run (``anchor`` at Elo 0) over the matches scored with ``adjudicate_material``
-    (0: chess rules only; matches scored differently are not mixed); with ``write`` (``azhpc elo``) store it in
-    RUN/eval/ratings.json."""
+def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0, write: bool = True,
+               scale: bool | None = None, table: Path | None = None) -> tuple[list[Rating], list[dict[str, Any]], bool]:
+    """Fit the ladder of a run over the matches scored with ``adjudicate_material`` (0: chess rules only; matches
+    scored differently are not mixed); with ``write`` (``azhpc elo``) store it in RUN/eval/ratings.json. Returns
+    the table, the matches and whether it is on the calibrated scale.
+
+    On the scale (``scale`` True, or None and the chess-rules ledger has a match against a rung of the shipped
+    table, and an engine rung among the opponents) every rung is pinned at its calibrated rating; otherwise ``anchor`` is pinned at Elo 0."""
+    from .engines import is_engine_spec
+    from .scale import RUNGS, SCALE_NAME, load_scale, scale_fit
+
     paths = RunPaths(run_dir)
     entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material]
     if not entries:
@@ -24,17 +30,31 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
                          + f": run azhpc evaluate {run_dir} --generation G --opponent random first")
     names = {e["player"] for e in entries} | {e["opponent"] for e in entries}
-    if anchor not in names:
-        raise AzhpcError(f"anchor '{anchor}' played no match in {paths.ledger}: evaluate a generation against it, "
-                         f"or pass --anchor with one of {', '.join(sorted(names))}")
     matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
-    table = ladder_table(fit_ratings(matches, anchor))
+    if scale and adjudicate_material:
+        raise AzhpcError(f"the scale is calibrated with chess rules only: fit {paths.ledger}'s matches with "
+                         "--adjudicate-material 0, or without --scale")
+    # random and greedy are rungs too, but a ledger of only those keeps the plain ladder (random = 0)
+    on_scale = bool(scale) if scale is not None else (
+        not adjudicate_material and any(n in RUNGS and is_engine_spec(n) for n in names))
+    if on_scale:
+        rungs = load_scale(table)
+        if not names & {r.name for r in rungs}:
+            raise AzhpcError(f"no match in {paths.ledger} against a rung of the {SCALE_NAME}: "
+                             f"run azhpc evaluate {run_dir} --generation G --scale first")
+        table = ladder_table(scale_fit(matches, rungs))
+    else:
+        if anchor not in names:
+            raise AzhpcError(f"anchor '{anchor}' played no match in {paths.ledger}: evaluate a generation against it, "
+                             f"or pass --anchor with one of {', '.join(sorted(names))}")
+        table = ladder_table(fit_ratings(matches, anchor))
     if write:
         atomic.write_json(paths.ratings(adjudicate_material),
-                          {"anchor": anchor, "matches": len(entries), "adjudicate_material": adjudicate_material,
+                          {"anchor": anchor if not on_scale else "scale", "scale": SCALE_NAME if on_scale else None,
+                           "matches": len(entries), "adjudicate_material": adjudicate_material,
                            "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
                           doing="writing the ratings")
-    return table, entries
+    return table, entries, on_scale
 
 
 def generation_of(name: str) -> int | None:

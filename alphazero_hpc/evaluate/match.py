@@ -59,13 +59,19 @@ def random_openings(count: int, plies: int, seed: int) -> list[Opening]:
 
 
 def openings_from_spec(spec: str, games: int, seed: int) -> list[Opening]:
-    """``book`` or ``random:K`` (K random plies, one opening per pair of games, seeded)."""
+    """``book``, ``book:N`` (the book from its N-th opening on, wrapping round: successive blocks of a long match
+    start where the last one stopped) or ``random:K`` (K random plies, one opening per pair of games, seeded)."""
     if spec == "book":
         return book_openings()
     kind, _, plies = spec.partition(":")
+    if kind == "book" and plies.isdigit():
+        book = book_openings()
+        first = int(plies) % len(book)
+        return book[first:] + book[:first]
     if kind == "random" and plies.isdigit() and 1 <= int(plies) <= 40:
         return random_openings((games + 1) // 2, int(plies), seed)
-    raise AzhpcError(f"openings '{spec}': expected 'book' (the shipped set) or 'random:K' with K in 1..40 random plies")
+    raise AzhpcError(f"openings '{spec}': expected 'book' (the shipped set), 'book:N' (from its N-th opening) or "
+                     "'random:K' with K in 1..40 random plies")
 
 
 @dataclass

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
-from pathlib import Path
 from typing import Protocol, Sequence
 
 import chess
 import numpy as np
 
 from ..config import MCTSConfig
-from ..errors import AzhpcError
 from ..game.rules import Rules, material_balance
 from ..search.api import TreeSearch
 from ..search.evaluator import Evaluator
@@ -90,69 +87,3 @@ class NetPlayer:
 
     def close(self) -> None:
         pass
-
-
-def find_stockfish(path: str | None = None) -> str:
-    """The stockfish binary, or an AzhpcError saying how to install it."""
-    for candidate in ([path] if path else ["stockfish", "/usr/games/stockfish"]):
-        found = shutil.which(candidate) or (candidate if Path(candidate).is_file() else None)
-        if found:
-            return found
-    where = f" at {path}" if path else " on PATH or in /usr/games"
-    raise AzhpcError(f"stockfish not found{where}: install it (Debian/Ubuntu: apt-get install stockfish) or pass "
-                     "--stockfish PATH; the opponents random, greedy, previous and gen:K work without it")
-
-
-class StockfishPlayer:
-    """Stockfish over UCI (python-chess's engine module), at a skill level and/or a fixed node count."""
-
-    def __init__(self, skill: int | None, nodes: int | None, depth: int | None, name: str, path: str | None = None) -> None:
-        import chess.engine
-
-        self.name = name
-        self.limit = chess.engine.Limit(nodes=nodes, depth=depth)
-        binary = find_stockfish(path)
-        try:
-            self.engine = chess.engine.SimpleEngine.popen_uci(binary)
-            options: dict[str, int] = {"Threads": 1, "Hash": 16}
-            if skill is not None:
-                options["Skill Level"] = skill
-            self.engine.configure(options)
-        except (chess.engine.EngineError, OSError) as exc:
-            raise AzhpcError(f"stockfish at {binary} did not start ({exc}): check the binary or pass --stockfish PATH") from exc
-
-    def choose(self, boards: Sequence[chess.Board]) -> list[chess.Move | None]:
-        out: list[chess.Move | None] = []
-        for b in boards:
-            result = self.engine.play(b, self.limit)
-            out.append(None if result.resigned else result.move)
-        return out
-
-    def close(self) -> None:
-        self.engine.quit()
-
-
-def parse_stockfish(spec: str) -> tuple[int | None, int | None, int | None]:
-    """``stockfish[:skill=S][,nodes=N][,depth=D]`` -> (skill, nodes, depth); default 2000 nodes."""
-    values: dict[str, int] = {}
-    _, _, rest = spec.partition(":")
-    for part in filter(None, rest.split(",")):
-        key, eq, value = part.partition("=")
-        if not eq or key not in ("skill", "nodes", "depth") or not value.isdigit():
-            raise AzhpcError(f"opponent '{spec}': expected stockfish[:skill=0..20][,nodes=N][,depth=D], e.g. stockfish:skill=3")
-        values[key] = int(value)
-    if "skill" in values and not 0 <= values["skill"] <= 20:
-        raise AzhpcError(f"opponent '{spec}': stockfish skill must be in 0..20")
-    if "nodes" not in values and "depth" not in values:
-        values["nodes"] = 2000
-    return values.get("skill"), values.get("nodes"), values.get("depth")
-
-
-def stockfish_name(spec: str) -> str:
-    """A canonical ladder name for a Stockfish setting (the order of its options does not matter)."""
-    skill, nodes, depth = parse_stockfish(spec)
-    parts = [f"skill={skill}"] if skill is not None else []
-    parts += [f"nodes={nodes}"] if nodes is not None else []
-    parts += [f"depth={depth}"] if depth is not None else []
-    return "stockfish:" + ",".join(parts)
-

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..store import atomic
 from ..config import Config
@@ -20,23 +20,25 @@ from ..store.progress import EvalProgress
 from .elo import MatchScore, format_elo
 from .ledger import append_entry, find_entry
 from .match import openings_from_spec, play_match
-from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer, StockfishPlayer, parse_stockfish, stockfish_name
+from .engines import EnginePlayer, canonical_engine_name, is_engine_spec, parse_engine
+from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer
 
 
 @dataclass(frozen=True)
 class MatchPlan:
-    generation: int
-    opponent: str  # canonical ladder name: gen:K, random, greedy, stockfish:...
+    player: str  # canonical ladder name of the first player: gen:K, or an engine rung when engines meet
+    opponent: str  # canonical ladder name: gen:K, random, greedy, stockfish:..., fairy-stockfish:...
     games: int
-    simulations: int
+    simulations: int  # of the network players (0 when none plays)
     openings: str
     seed: int
     max_plies: int
     adjudicate_material: int = 0
 
     @property
-    def player(self) -> str:
-        return f"gen:{self.generation}"
+    def generation(self) -> int | None:
+        """The first player's generation, or None for a match between engines (ladder calibration)."""
+        return int(self.player[4:]) if self.player.startswith("gen:") else None
 
     @property
     def key(self) -> str:
@@ -46,7 +48,11 @@ class MatchPlan:
 
     @property
     def pgn_name(self) -> str:
-        return "vs-" + re.sub(r"[^A-Za-z0-9]+", "-", self.opponent).strip("-") + f"-s{self.seed}"
+        def slug(name: str) -> str:
+            return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
+
+        first = "" if self.generation is not None else slug(self.player) + "-"
+        return first + "vs-" + slug(self.opponent) + f"-s{self.seed}"
 
 
 def canonical_opponent(spec: str, generation: int) -> str:
@@ -60,9 +66,10 @@ def canonical_opponent(spec: str, generation: int) -> str:
         return spec
     if re.fullmatch(r"gen:\d+", spec):
         return f"gen:{int(spec[4:])}"
-    if spec == "stockfish" or spec.startswith("stockfish:"):
-        return stockfish_name(spec)
-    raise AzhpcError(f"unknown opponent '{spec}': use previous, gen:K, random, greedy or stockfish[:skill=S][,nodes=N][,depth=D]")
+    if is_engine_spec(spec):
+        return canonical_engine_name(spec)
+    raise AzhpcError(f"unknown opponent '{spec}': use previous, gen:K, random, greedy, "
+                     "stockfish[:skill=S][,elo=E][,nodes=N|depth=D|movetime=MS|tc=BASE+INC] or fairy-stockfish[:...]")
 
 
 def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int, rules: Rules, device: str) -> NetPlayer:
@@ -78,40 +85,53 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
 
 
 def make_opponent(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
-                  stockfish: str | None) -> Player:
-    seed = plan.seed * 1_000_003 + plan.generation
+                  engines: Mapping[str, str | None] | None = None) -> Player:
+    """The player that ladder name ``name`` stands for (``engines``: engine name -> binary path, None: the default)."""
+    seed = plan.seed * 1_000_003 + (plan.generation or 0)
     if name == "random":
         return RandomPlayer(seed)
     if name == "greedy":
         return GreedyPlayer(seed)
     if name.startswith("gen:"):
         return _net_player(paths, cfg, int(name[4:]), plan.simulations, rules, device)
-    skill, nodes, depth = parse_stockfish(name)
-    return StockfishPlayer(skill, nodes, depth, name, stockfish)
+    return EnginePlayer(parse_engine(name), engines)
 
 
 def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: int | None = None,
              simulations: int | None = None, openings: str | None = None, seed: int = 0, max_plies: int | None = None,
              device: str = "auto", stockfish: str | None = None, adjudicate_material: int | None = None,
-             echo: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
-    """Play the match unless the ledger has it; returns (its entry, whether it was played now)."""
-    paths = RunPaths(run_dir)
+             echo: Callable[[str], None] = lambda s: None, fairy_stockfish: str | None = None) -> tuple[dict[str, Any], bool]:
+    """Play generation ``generation`` against ``opponent`` unless the ledger has that match; returns (its entry,
+    whether it was played now)."""
     ev = cfg.eval
-    plan = MatchPlan(generation, canonical_opponent(opponent, generation), games or ev.games,
+    plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
                      simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
                      max_plies or ev.max_plies,
                      ev.adjudicate_material if adjudicate_material is None else adjudicate_material)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
+    return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
+                         echo)
+
+
+def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
+                  engines: Mapping[str, str | None] | None = None,
+                  echo: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
+    """Play ``plan`` unless the ledger has it, save its PGN and append it to the ledger; returns (its entry,
+    whether it was played now). ``cfg`` sizes the network players and how many games run at once."""
     done = find_entry(paths, plan.key)
     if done is not None:
         return done, False
     rules = search_rules(plan.max_plies + 2)
-    book = openings_from_spec(plan.openings, plan.games, seed)
-    player = _net_player(paths, cfg, generation, plan.simulations, rules, device)
-    rival = make_opponent(plan.opponent, paths, cfg, plan, rules, device, stockfish)
-    t0 = time.perf_counter()
-    tally = Counter()
+    book = openings_from_spec(plan.openings, plan.games, plan.seed)
+    player = make_opponent(plan.player, paths, cfg, plan, rules, device, engines)
+    try:
+        rival = make_opponent(plan.opponent, paths, cfg, plan, rules, device, engines)
+    except BaseException:
+        player.close()
+        raise
+    t0, load = time.perf_counter(), os.getloadavg()[0]
+    tally: Counter[float] = Counter()
 
     def on_game(o) -> None:
         tally[o.first_points] += 1
@@ -119,27 +139,32 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
              f"{o.result} ({o.termination}, {o.plies} plies) | +{tally[1.0]} ={tally[0.5]} -{tally[0.0]}")
 
     try:
-        outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=ev.parallel,
+        outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=cfg.eval.parallel,
                               event=f"azhpc evaluate {paths.root.name}", adjudicate_material=plan.adjudicate_material,
                               on_game=on_game)
     finally:
+        player.close()
         rival.close()
     seconds = time.perf_counter() - t0
-    pgn_path = paths.eval_pgn(generation, plan.pgn_name)
+    pgn_path = paths.eval_pgn(plan.generation, plan.pgn_name)
     atomic.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
     score = MatchScore.from_points(o.first_points for o in outcomes)
     if plan.adjudicate_material:  # the same games under chess rules only: adjudicated games are draws
         rules_only = MatchScore.from_points(0.5 if o.termination.startswith("material adjudication") else o.first_points
                                             for o in outcomes).summary()
+    overruns = sum(getattr(p, "overruns", 0) for p in (player, rival))
     entry: dict[str, Any] = {
-        "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": generation,
-        "simulations": plan.simulations, "openings": plan.openings, "seed": seed, "max_plies": plan.max_plies,
+        "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": plan.generation,
+        "simulations": plan.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
         "adjudicate_material": plan.adjudicate_material,
         **({"rules_only": rules_only} if plan.adjudicate_material else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),
+        **({"clock_overruns": overruns} if overruns else {}),
         "seconds": round(seconds, 1), "pgn": str(pgn_path.relative_to(paths.root)),
+        # how busy the machine was (1-minute load average at the start and the end): timed engines weaken with it
+        "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }

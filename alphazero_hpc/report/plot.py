@@ -60,12 +60,12 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
     written = []
 
     # Elo ------------------------------------------------------------------------------------------------
-    table = None
+    table, on_scale = None, False
     if paths.ledger.exists():
         from ..evaluate.ladder import generation_of, run_ladder
 
         try:
-            table, _ = run_ladder(run_dir, adjudicate_material=adjudicate_material, write=False)  # a plot changes no record
+            table, _, on_scale = run_ladder(run_dir, adjudicate_material=adjudicate_material, write=False)  # changes no record
         except AzhpcError as exc:  # no match scored this way (or no anchor): the other figures still come
             print(f"azhpc plot: no Elo figure: {exc}")
     if table is not None:
@@ -83,7 +83,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             ax.set_xlabel(label)
             ax.grid(alpha=0.3)
         axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[0].set_ylabel("Elo (random = 0)" + (f"; draws by rule >= {adjudicate_material} material ahead = win"
+        axes[0].set_ylabel(("Elo, Stockfish 15.1 UCI_Elo scale" if on_scale else "Elo (random = 0)") + (f"; draws by rule >= {adjudicate_material} material ahead = win"
                                                   if adjudicate_material else ""))
         axes[0].set_title("Strength per generation")
         axes[1].set_title("Strength per compute")

@@ -102,8 +102,9 @@ class RunPaths:
     def ledger_lock(self) -> Path:
         return self.eval_dir / ".ledger.lock"
 
-    def eval_pgn(self, generation: int, name: str) -> Path:
-        return self.eval_dir / f"gen-{generation:04d}" / f"{name}.pgn"
+    def eval_pgn(self, generation: int | None, name: str) -> Path:
+        """A match's games: under the network's generation, or under ``engines/`` for a match between engines."""
+        return self.eval_dir / (f"gen-{generation:04d}" if generation is not None else "engines") / f"{name}.pgn"
 
     def eval_progress(self, generation: int) -> Path:
         """The evaluation stage's progress for network ``generation``."""

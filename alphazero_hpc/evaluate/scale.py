@@ -1,0 +1,387 @@
+"""A calibrated rating scale: a frozen ladder of opponents from ``random`` up to Stockfish 15.1 at ``UCI_Elo`` 1350.
+
+The rungs (``RUNGS``, weakest first) are plain opponent specs: ``random``, ``greedy``, Fairy-Stockfish at negative
+skill levels searching one ply, Stockfish at skill 0 searching one ply and 100 ms, and the anchor, Stockfish with
+``UCI_LimitStrength`` at ``UCI_Elo`` 1350 on a 60+0.6 clock, the time control its Elo was calibrated at. The
+anchor is pinned at 1350; every other rung's rating comes from matches between rungs (``calibrate``: adjacent and
+next-adjacent pairs, in blocks that are ledger entries, so a calibration resumes where it stopped) and one joint
+maximum-likelihood fit (``fit_scale``). ``freeze`` writes the fitted table, with its provenance, into the package
+(``scale.json``), where ``load_scale`` finds it.
+
+A network is rated on the scale by matches against the rungs (``runner.rate_on_scale``), fitted with the rungs
+pinned at their calibrated ratings and their uncertainty carried into the network's interval. Ratings are
+relative to the anchor: its own uncertainty (the Stockfish team's calibration, re-measured at 1320 +- 33 in 2023)
+and the offset of that calibration to CCRL are not in the intervals; ``ANCHOR_NOTE`` says so wherever a scale
+rating is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..config import Config
+from ..errors import AzhpcError
+from ..store import atomic
+from ..store.paths import RunPaths
+from .elo import Z95, MatchScore, fit_ratings
+from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
+from .ledger import read_ledger
+from .match import book_openings
+from .runner import MatchPlan, play_recorded
+
+RUNGS: tuple[str, ...] = (
+    "random",
+    "fairy-stockfish:skill=-12,depth=1",
+    "fairy-stockfish:skill=-8,depth=1",
+    "greedy",
+    "fairy-stockfish:skill=-4,depth=1",
+    "fairy-stockfish:skill=-3,depth=1",
+    "fairy-stockfish:skill=-2,depth=1",
+    "fairy-stockfish:skill=-1,depth=1",
+    "stockfish:skill=0,depth=1",
+    "stockfish:skill=0,movetime=100",
+    "stockfish:elo=1350,tc=60+0.6",
+)
+ANCHOR = RUNGS[-1]
+ANCHOR_ELO = 1350.0
+SCALE_NAME = "Stockfish 15.1 UCI_Elo scale"
+ANCHOR_NOTE = ("relative to the anchor, Stockfish 15.1 at UCI_Elo 1350 on a 60+0.6 clock; the anchor's own "
+               "calibration (re-measured at 1320 +- 33 in 2023, against CCRL 40/4-anchored engines) is not included")
+MAX_PLIES = 400  # a game still going after this many plies is a draw (chess rules only, no adjudication)
+SCALE_FILE = "scale.json"
+SCHEMA = 1
+
+
+def rung_timed(spec: str) -> bool:
+    """The rung's strength rests on a time limit, so on the CPU it runs on."""
+    return is_engine_spec(spec) and parse_engine(spec).timed
+
+
+# -- calibration -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CalibrationSpec:
+    games: int = 400  # per adjacent pair of untimed rungs; next-adjacent pairs play half
+    timed_games: int = 100  # per adjacent pair with a timed rung (movetime, clock); next-adjacent: half
+    block: int = 20  # games per ledger entry (even: each opening with both colours)
+    timed_block: int = 10  # games per ledger entry of a pair with a clock rung (a game there takes about a minute)
+
+
+def calibration_plans(spec: CalibrationSpec, rungs: Sequence[str] = RUNGS) -> list[MatchPlan]:
+    """Every block of every pair, cheapest pairs first: adjacent pairs (k, k+1) and next-adjacent (k, k+2); the
+    stronger rung is the first player. Block b plays the book from opening b * block / 2 on."""
+    plans = []
+    book = len(book_openings())
+    for gap in (1, 2):
+        for k in range(len(rungs) - gap):
+            lo, hi = rungs[k], rungs[k + gap]
+            timed = rung_timed(lo) or rung_timed(hi)
+            clock = any(is_engine_spec(r) and parse_engine(r).tc is not None for r in (lo, hi))
+            total = (spec.timed_games if timed else spec.games) // gap
+            block = spec.timed_block if clock else spec.block
+            for b in range(max(1, math.ceil(total / block))):
+                plans.append(MatchPlan(hi, lo, block, 0, f"book:{(b * block // 2) % book}", b, MAX_PLIES))
+    order = {p: (rung_timed(p.player) or rung_timed(p.opponent),
+                 any(is_engine_spec(r) and parse_engine(r).tc is not None for r in (p.player, p.opponent)), p.seed)
+             for p in plans}
+    return sorted(plans, key=lambda p: order[p])
+
+
+def calibrate_task(out: Path, spec: CalibrationSpec, task: int, tasks: int, engines: dict[str, str | None] | None = None,
+                   echo: Callable[[str], None] = print) -> int:
+    """Play task ``task``'s share (every ``tasks``-th block) of the calibration not yet in OUT's ledger; returns
+    the blocks played. Killed, it loses only the block it was playing."""
+    paths = RunPaths(out)
+    cfg = Config()
+    done = {e["key"] for e in read_ledger(paths)}
+    played = 0
+    for plan in calibration_plans(spec)[task::tasks]:
+        if plan.key in done:
+            continue
+        entry, now = play_recorded(paths, cfg, plan, "cpu", engines)
+        played += now
+        echo(f"[task {task}] {plan.player} vs {plan.opponent} block {plan.seed}: +{entry['wins']} ={entry['draws']} "
+             f"-{entry['losses']} ({entry['seconds']} s)")
+    return played
+
+
+def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, str | None] | None = None,
+              echo: Callable[[str], None] = print) -> list[str]:
+    """Run the calibration's ``tasks`` tasks as local processes (``python -m alphazero_hpc.evaluate.scale``), all
+    at once; returns one line per task that failed. Started again, it plays only the blocks still missing."""
+    import subprocess
+    import sys
+
+    paths = RunPaths(out)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out / "calibration.json", {"schema": SCHEMA, "rungs": list(RUNGS), **spec.__dict__},
+                      doing="writing the calibration plan")
+    procs = []
+    for t in range(tasks):
+        cmd = [sys.executable, "-m", "alphazero_hpc.evaluate.scale", str(out), str(t), str(tasks), json.dumps(spec.__dict__),
+               json.dumps(engines or {})]
+        log = open(paths.stage_log(f"calibrate-task{t:04d}"), "ab")
+        procs.append((t, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                               env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})))
+    failed = []
+    try:
+        for t, log, proc in procs:
+            proc.wait()
+            log.close()
+            if proc.returncode != 0:
+                failed.append(f"calibration task {t}: exit status {proc.returncode} (log {paths.stage_log(f'calibrate-task{t:04d}')})")
+    finally:
+        for _, _, proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+    echo(f"calibration in {paths.ledger}: {len(read_ledger(paths))} blocks played")
+    return failed
+
+
+# -- the fit and the shipped table ----------------------------------------------------------------------
+def rung_matches(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str, MatchScore]]:
+    """The matches between rungs, chess rules only."""
+    return [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries
+            if e["player"] in RUNGS and e["opponent"] in RUNGS and not e.get("adjudicate_material", 0)]
+
+
+def fit_scale(out: Path) -> dict[str, Any]:
+    """The joint fit of every rung over the calibration's ledger, anchor at 1350, with provenance."""
+    paths = RunPaths(out)
+    entries = [e for e in read_ledger(paths) if e["player"] in RUNGS and e["opponent"] in RUNGS]
+    matches = rung_matches(entries)
+    if not matches:
+        raise AzhpcError(f"no calibration matches in {paths.ledger}: run azhpc ladder calibrate {out} first")
+    ratings = fit_ratings(matches, ANCHOR, ANCHOR_ELO)
+    pairs: dict[tuple[str, str], list[int]] = {}
+    for a, b, s in matches:
+        acc = pairs.setdefault((a, b), [0, 0, 0])
+        acc[0] += s.wins
+        acc[1] += s.draws
+        acc[2] += s.losses
+    rungs = []
+    for name in RUNGS:
+        r = ratings.get(name)
+        rungs.append({"name": name, "elo": None if r is None or r.elo is None else round(r.elo, 1),
+                      "low": None if r is None or r.low is None else round(r.low, 1),
+                      "high": None if r is None or r.high is None else round(r.high, 1),
+                      "games": 0 if r is None else r.games, "timed": rung_timed(name),
+                      "clock": is_engine_spec(name) and parse_engine(name).tc is not None})
+    loads = [x for e in entries for x in e.get("load_average", [])]
+    versions = {}
+    for engine in ENGINES:
+        try:
+            versions[engine] = engine_version(engine)
+        except (AzhpcError, OSError, Exception):  # noqa: BLE001 - provenance only
+            versions[engine] = "not found"
+    return {
+        "schema": SCHEMA, "scale": SCALE_NAME, "anchor": ANCHOR, "anchor_elo": ANCHOR_ELO, "anchor_note": ANCHOR_NOTE,
+        "rungs": rungs,
+        "pairs": [{"first": a, "second": b, "wins": w, "draws": d, "losses": l} for (a, b), (w, d, l) in sorted(pairs.items())],
+        "provenance": {
+            "engines": versions, "engine_options": "Threads 1, Hash 16; one process per engine, python-chess driving it",
+            "max_plies": MAX_PLIES, "openings": "the shipped book (evaluate/openings.txt), each with both colours",
+            "blocks": len(entries), "games": sum(s.games for _, _, s in matches),
+            "first": min(e["finished"] for e in entries), "last": max(e["finished"] for e in entries),
+            "cpu": _cpu_model(), "host": platform.node(),
+            "load_average_range": [min(loads), max(loads)] if loads else None,  # timed rungs are weaker on a busy CPU
+        },
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def freeze(table: dict[str, Any], where: Path | None = None) -> Path:
+    """Write ``table`` as the package's shipped scale (or to ``where``)."""
+    target = where or Path(str(resources.files(__package__).joinpath(SCALE_FILE)))
+    atomic.write_text(target, json.dumps(table, indent=1) + "\n", doing="writing the scale table")
+    return target
+
+
+def write_fit(out: Path, table: dict[str, Any]) -> Path:
+    """OUT/scale.json: a calibration's fitted table."""
+    atomic.write_text(out / SCALE_FILE, json.dumps(table, indent=1) + "\n", doing="writing the scale table")
+    return out / SCALE_FILE
+
+
+def read_table(path: Path | None = None) -> dict[str, Any]:
+    """The shipped table (or the one at ``path``)."""
+    try:
+        text = path.read_text() if path else resources.files(__package__).joinpath(SCALE_FILE).read_text()
+        table = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise AzhpcError(f"the scale table {path or SCALE_FILE} cannot be read ({exc}): reinstall azhpc, or calibrate "
+                         "one with azhpc ladder calibrate OUT and pass --scale-table OUT/scale.json") from exc
+    if not isinstance(table, dict) or table.get("schema") != SCHEMA:
+        raise AzhpcError(f"the scale table {path or SCALE_FILE} is not an azhpc scale table of schema {SCHEMA}: "
+                         "calibrate it again (azhpc ladder calibrate OUT)")
+    return table
+
+
+def render_table(path: Path | None = None) -> str:
+    """The table as text: rungs strongest first, then what the scale rests on."""
+    table = read_table(path)
+    lines = [f"{'rung':<36} {'Elo':>6}  {'95% interval':>14}  {'games':>6}  rests on"]
+    for r in reversed(table["rungs"]):
+        elo = "?" if r["elo"] is None else f"{r['elo']:.0f}"
+        iv = "(anchor)" if r["name"] == table["anchor"] else ("" if r["low"] is None else f"[{r['low']:.0f}, {r['high']:.0f}]")
+        rests = "a clock (CPU speed)" if r["clock"] else "a move time (CPU speed)" if r["timed"] else "search depth / rules"
+        lines.append(f"{r['name']:<36} {elo:>6}  {iv:>14}  {r['games']:>6}  {rests}")
+    p = table["provenance"]
+    lines.append(f"{table['scale']}: {table['anchor']} = {table['anchor_elo']:.0f}, {table['anchor_note']}")
+    lines.append(f"{p['games']} games in {p['blocks']} blocks, {p['first'][:10]} to {p['last'][:10]}, on {p['cpu']}; "
+                 f"engines: {', '.join(f'{k} = {v}' for k, v in p['engines'].items())}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ScaleRung:
+    name: str
+    elo: float
+    sd: float  # standard deviation relative to the anchor, Elo
+    timed: bool
+
+
+def load_scale(path: Path | None = None) -> list[ScaleRung]:
+    """The shipped (or given) table's rated rungs, weakest first."""
+    table = read_table(path)
+    out = [ScaleRung(r["name"], r["elo"], (r["high"] - r["low"]) / (2 * Z95), r["timed"])
+           for r in table["rungs"] if r["elo"] is not None]
+    return sorted(out, key=lambda r: r.elo)
+
+
+def scale_fit(matches: Sequence[tuple[str, str, MatchScore]], rungs: Sequence[ScaleRung]) -> dict[str, Any]:
+    """Ratings of the non-rung players of ``matches`` on the scale: every rung pinned at its calibrated rating."""
+    pinned = {r.name: (r.elo, r.sd) for r in rungs}
+    anchor = ANCHOR if ANCHOR in pinned else rungs[-1].name
+    return fit_ratings(matches, anchor, pinned[anchor][0], pinned=pinned)
+
+
+# -- rating a player on the scale ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScaleRating:
+    player: str
+    elo: float
+    low: float  # the 95% interval with the rungs' calibration uncertainty carried in
+    high: float
+    match_half: float  # half-width from the player's own games alone (the rungs taken as exact): what games reduce
+    games: int
+    games_per_rung: dict[str, int]
+    target: float  # the match half-width asked for
+
+    @property
+    def half(self) -> float:
+        return (self.high - self.low) / 2
+
+    def line(self) -> str:
+        reached = "" if self.match_half <= self.target else f"; the +-{self.target:g} asked for was not reached"
+        return (f"{self.player}: {self.elo:.0f} on the {SCALE_NAME} [{self.low:.0f}, {self.high:.0f}] (95%: +-{self.match_half:.0f} "
+                f"from its {self.games} games against {len(self.games_per_rung)} rungs, +-{self.half:.0f} with the rungs' "
+                f"calibration{reached})")
+
+
+PlayBlock = Callable[[ScaleRung, int, int, int], MatchScore]  # (rung, games, seed, first opening) -> W/D/L
+
+
+def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
+          played: Sequence[tuple[str, MatchScore]] = (), target: float = 75.0, probe: int = 10, block: int = 20,
+          max_games: int = 600, echo: Callable[[str], None] = lambda s: None) -> ScaleRating:
+    """Rate ``player`` on ``rungs``: bracket it by bisection over the rungs with ``probe``-game blocks, then play
+    ``block``-game blocks against the two rungs nearest its estimate (the one with fewer games first) until the
+    95% interval from its own games is at most +-``target`` Elo or it has played ``max_games``. The interval
+    reported also carries the rungs' calibration uncertainty, which no number of games reduces. ``played``: (rung, W/D/L) of
+    earlier blocks, which count (so an interrupted rating continues); ``play_block`` plays one more."""
+    by_name = {r.name: r for r in rungs}
+    history = [(name, s) for name, s in played if name in by_name]
+
+    def games_vs(name: str) -> int:
+        return sum(s.games for n, s in history if n == name)
+
+    def play(rung: ScaleRung, games: int) -> None:
+        before = [s for n, s in history if n == rung.name]
+        score = play_block(rung, games, len(before), (games_vs(rung.name) // 2))
+        history.append((rung.name, score))
+        echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+
+    exact = [ScaleRung(r.name, r.elo, 0.0, r.timed) for r in rungs]
+
+    def fit() -> Any:
+        return scale_fit([(player, n, s) for n, s in history], rungs)[player]
+
+    def match_half() -> float:  # the rungs taken as exact: the part of the interval that more games shrink
+        r = scale_fit([(player, n, s) for n, s in history], exact)[player]
+        return (r.high - r.low) / 2
+
+    lo, hi = 0, len(rungs) - 1
+    while hi - lo > 1:  # bisection: the first rung the player scores under 50% against
+        mid = (lo + hi) // 2
+        if not games_vs(rungs[mid].name):
+            play(rungs[mid], probe)
+        total = MatchScore(*(sum(getattr(s, f) for n, s in history if n == rungs[mid].name) for f in ("wins", "draws", "losses")))
+        lo, hi = (mid, hi) if total.score >= 0.5 else (lo, mid)
+    r = fit()
+    while match_half() > target and sum(s.games for _, s in history) < max_games:
+        nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
+        play(min(nearest, key=lambda g: games_vs(g.name)), block)
+        r = fit()
+    per_rung = {n: games_vs(n) for n in dict.fromkeys(n for n, _ in history)}
+    return ScaleRating(player, r.elo, r.low, r.high, match_half(), sum(per_rung.values()), per_rung, target)
+
+
+def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 75.0, probe: int = 10, block: int = 20,
+                  max_games: int = 600, simulations: int | None = None, device: str = "auto",
+                  engines: dict[str, str | None] | None = None, table: Path | None = None,
+                  echo: Callable[[str], None] = print) -> ScaleRating:
+    """``azhpc evaluate RUN --generation G --scale``: generation G rated on the calibrated scale. Every block is
+    a ledger entry (gen:G against a rung, chess rules only), so a rating that was stopped continues, and
+    ``azhpc elo --scale`` fits the same matches."""
+    from .runner import canonical_opponent
+
+    paths = RunPaths(run_dir)
+    rungs = load_scale(table)
+    player = f"gen:{generation}"
+    sims = simulations or cfg.eval.simulations or cfg.mcts.simulations
+    book = len(book_openings())
+    names = {r.name for r in rungs}
+    played = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in read_ledger(paths)
+              if e["player"] == player and e["opponent"] in names and not e.get("adjudicate_material", 0)
+              and e.get("simulations") == sims]
+
+    def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
+        plan = MatchPlan(player, canonical_opponent(rung.name, generation), games, sims, f"book:{first_opening % book}",
+                         seed, MAX_PLIES, 0)
+        entry, _ = play_recorded(paths, cfg, plan, device, engines)
+        return MatchScore(entry["wins"], entry["draws"], entry["losses"])
+
+    echo(f"rating {player} ({sims} simulations per move) on the {SCALE_NAME}: {len(rungs)} rungs, "
+         f"{sum(s.games for _, s in played)} games already in the ledger")
+    return climb(player, rungs, play_block, played, target, probe, block, max_games, echo)
+
+
+if __name__ == "__main__":  # one calibration task: python -m alphazero_hpc.evaluate.scale OUT TASK TASKS SPEC ENGINES
+    import sys
+
+    from ..errors import AzhpcError as _E
+
+    try:
+        calibrate_task(Path(sys.argv[1]), CalibrationSpec(**json.loads(sys.argv[4])), int(sys.argv[2]), int(sys.argv[3]),
+                       json.loads(sys.argv[5]))
+    except _E as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,218 @@
+"""The calibrated scale: engine opponent specs, the fit with pinned rungs, the rating search against players of
+known strength, the calibration plan, a real engine match on a clock, and azhpc evaluate --scale end to end."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from alphazero_hpc.config import Config
+from alphazero_hpc.errors import AzhpcError
+from alphazero_hpc.evaluate.elo import MatchScore, expected_score, fit_ratings
+from alphazero_hpc.evaluate.engines import EnginePlayer, canonical_engine_name, parse_engine
+from alphazero_hpc.evaluate.ledger import read_ledger
+from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
+from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb,
+                                          fit_scale, load_scale, render_table, write_fit)
+from alphazero_hpc.store.paths import RunPaths
+
+from .conftest import run_cli
+from .test_evaluate import eval_run  # noqa: F401 - the fixture
+
+
+# -- engine specs ----------------------------------------------------------------------------------------
+def test_engine_specs_have_one_canonical_name():
+    assert canonical_engine_name("stockfish:nodes=200,skill=0") == "stockfish:skill=0,nodes=200"  # as before
+    assert canonical_engine_name("stockfish") == "stockfish:nodes=2000"
+    assert canonical_engine_name("stockfish:tc=60+0.6,elo=1350") == ANCHOR
+    assert canonical_engine_name("fairy-stockfish:depth=1,skill=-4") == "fairy-stockfish:skill=-4,depth=1"
+    spec = parse_engine(ANCHOR)
+    assert spec.tc == (60.0, 0.6) and spec.timed and spec.options()["UCI_Elo"] == 1350
+    assert not parse_engine("fairy-stockfish:skill=-12,depth=1").timed
+    assert parse_engine("stockfish:skill=0,movetime=100").timed
+    for bad, why in [("stockfish:skill=-1", "0..20"), ("fairy-stockfish:skill=-21", "-20..20"),
+                     ("stockfish:elo=1000", "1350..2850"), ("stockfish:tc=60+0.6,depth=1", "only limit"),
+                     ("stockfish:tc=60", "not an option"), ("stockfish:skill=1,skill=2", "not an option"),
+                     ("crafty:depth=1", "expected")]:
+        with pytest.raises(AzhpcError, match=why):
+            parse_engine(bad)
+    for rung in RUNGS:  # every rung is its own canonical name, so ledgers match it
+        assert rung in ("random", "greedy") or canonical_engine_name(rung) == rung
+
+
+def test_the_config_accepts_the_rungs_as_opponents():
+    from alphazero_hpc.config import EvalConfig
+
+    EvalConfig(opponents=",".join(RUNGS))
+    with pytest.raises(AzhpcError, match="eval.opponents"):
+        EvalConfig(opponents="stockfish:tc=fast")
+
+
+# -- the fit with pinned rungs ---------------------------------------------------------------------------
+def test_pinned_players_fix_the_scale_and_their_uncertainty_widens_the_interval():
+    matches = [("net", "a", MatchScore(60, 0, 40)), ("net", "b", MatchScore(30, 0, 70))]
+    exact = fit_ratings(matches, "b", 1000.0, pinned={"a": (700.0, 0.0)})
+    assert exact["a"].elo == 700.0 and exact["b"].elo == 1000.0
+    assert 700 < exact["net"].elo < 1000
+    loose = fit_ratings(matches, "b", 1000.0, pinned={"a": (700.0, 60.0)})
+    assert loose["net"].elo == pytest.approx(exact["net"].elo)
+    w_exact = exact["net"].high - exact["net"].low
+    w_loose = loose["net"].high - loose["net"].low
+    assert w_loose > w_exact + 10  # a's 60 Elo of uncertainty carries into the net's rating
+    # Against a single pinned rung the net's rating moves one for one with it: sd adds in quadrature.
+    one = fit_ratings([("net", "a", MatchScore(50, 0, 50))], "b", 1000.0, pinned={"a": (700.0, 60.0)})
+    alone = fit_ratings([("net", "a", MatchScore(50, 0, 50))], "a", 700.0)
+    half_match = (alone["net"].high - alone["net"].low) / 2
+    assert (one["net"].high - one["net"].low) / 2 == pytest.approx(math.hypot(half_match, 1.959964 * 60), rel=1e-3)
+
+
+# -- the rating search, against a player of known strength ----------------------------------------------
+RUNG_ELOS = [0, 300, 600, 900, 1200, 1500]
+
+
+def simulated(truth: float, seed: int):
+    rng = np.random.default_rng(seed)
+
+    def play_block(rung: ScaleRung, games: int, block_seed: int, first_opening: int) -> MatchScore:
+        w = int(rng.binomial(games, expected_score(truth - rung.elo)))
+        return MatchScore(w, 0, games - w)
+    return play_block
+
+
+@pytest.mark.parametrize("truth", [1000.0, 250.0])
+def test_climb_brackets_and_rates_a_player_of_known_strength(truth):
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0 if e == 1500 else 25.0, False) for e in RUNG_ELOS]
+    covered, games = 0, []
+    for seed in range(30):
+        r = climb("net", rungs, simulated(truth, seed), target=75.0, max_games=800)
+        assert r.match_half <= 75.0 or r.games >= 800
+        assert r.half >= r.match_half  # the rungs' uncertainty only widens it
+        covered += r.low <= truth <= r.high
+        games.append(r.games)
+        most = max(r.games_per_rung, key=r.games_per_rung.get)  # most games against a rung next to the truth
+        assert abs(float(most[1:]) - truth) <= 300, r
+        far = [n for n in r.games_per_rung if abs(float(n[1:]) - truth) > 600]
+        assert sum(r.games_per_rung[n] for n in far) <= 10  # a rung far away gets a probe at most
+    assert covered >= 26, covered  # a 95% interval: 28.5 of 30 expected
+    assert max(games) < 800
+
+
+def test_climb_continues_from_games_already_played():
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    blocks = []
+    sim = simulated(700.0, 1)
+
+    def record(rung, games, seed, first_opening):
+        blocks.append((rung.name, sim(rung, games, seed, first_opening)))
+        return blocks[-1][1]
+    first = climb("net", rungs, record, target=75.0)
+
+    def never(*a):
+        raise AssertionError("a block was played again")
+    again = climb("net", rungs, never, played=blocks, target=75.0)
+    assert (again.elo, again.games, again.games_per_rung) == (first.elo, first.games, first.games_per_rung)
+    more = []
+    wider = climb("net", rungs, lambda *a: more.append(a) or sim(*a), played=blocks, target=40.0)
+    assert more and wider.games > first.games and wider.match_half <= 40.0
+
+
+# -- calibration -----------------------------------------------------------------------------------------
+def test_calibration_plan_pairs_each_rung_with_its_neighbours_cheapest_first():
+    plans = calibration_plans(CalibrationSpec(games=40, timed_games=20, block=20, timed_block=10))
+    assert len({p.key for p in plans}) == len(plans)
+    pairs = {(p.player, p.opponent) for p in plans}
+    n = len(RUNGS)
+    assert pairs == {(RUNGS[k + g], RUNGS[k]) for g in (1, 2) for k in range(n - g)}
+    clock = [i for i, p in enumerate(plans) if ANCHOR in (p.player, p.opponent)]
+    assert clock and min(clock) > max(i for i, p in enumerate(plans) if ANCHOR not in (p.player, p.opponent)
+                                      and "movetime" not in p.player + p.opponent)
+    adjacent = [p for p in plans if (p.player, p.opponent) == (RUNGS[1], RUNGS[0])]
+    assert sum(p.games for p in adjacent) == 40 and [p.openings for p in adjacent] == ["book:0", "book:10"]
+    anchor_pair = [p for p in plans if (p.player, p.opponent) == (ANCHOR, RUNGS[-2])]
+    assert sum(p.games for p in anchor_pair) == 20 and all(p.games == 10 for p in anchor_pair)
+
+
+def test_engines_play_a_recorded_match_on_a_clock_and_the_fit_is_written(tmp_path, stockfish):
+    pytest.importorskip("chess.engine")
+    paths = RunPaths(tmp_path / "cal")
+    clock = "stockfish:skill=0,tc=1+0.05"
+    plan = MatchPlan(clock, "fairy-stockfish:skill=-12,depth=1", 2, 0, "book:3", 0, 80)
+    entry, played = play_recorded(paths, Config(), plan, "cpu")
+    assert played and entry["games"] == 2 and entry["generation"] is None
+    assert entry.get("clock_overruns", 0) == 0 and len(entry["load_average"]) == 2
+    pgn = (paths.root / entry["pgn"]).read_text()
+    assert pgn.count("[Event ") == 2 and f'"{clock}"' in pgn and "eval/engines/" in entry["pgn"]
+    again, played = play_recorded(paths, Config(), plan, "cpu")  # a rerun finds it in the ledger
+    assert not played and again["finished"] == entry["finished"] and len(read_ledger(paths)) == 1
+    # a clock player keeps one clock per game: time left shrinks within a game, a new game starts full
+    player = EnginePlayer(parse_engine("stockfish:skill=0,tc=2+0"))
+    try:
+        import chess
+        a, b = chess.Board(), chess.Board()
+        player.choose([a])
+        a.push(chess.Move.from_uci("e2e4")) if a.turn else None
+        left_a = player._clocks[id(a)][1]
+        assert 0 < left_a < 2.0 and id(b) not in player._clocks
+        assert player._limit(b).white_clock == 2.0
+    finally:
+        player.close()
+
+
+def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
+    paths = RunPaths(tmp_path / "cal")
+    from alphazero_hpc.evaluate.ledger import append_entry
+
+    rng = np.random.default_rng(3)
+    truth = {name: 1350 - 150 * (len(RUNGS) - 1 - i) for i, name in enumerate(RUNGS)}
+    for k, (hi, lo) in enumerate([(RUNGS[i + 1], RUNGS[i]) for i in range(len(RUNGS) - 1)]):
+        w = int(rng.binomial(200, expected_score(truth[hi] - truth[lo])))
+        append_entry(paths, {"key": f"k{k}", "player": hi, "opponent": lo, "wins": w, "draws": 0, "losses": 200 - w,
+                             "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7]})
+    table = fit_scale(paths.root)
+    where = write_fit(paths.root, table)
+    rungs = load_scale(where)
+    assert [r.name for r in rungs][-1] == ANCHOR and rungs[-1].elo == 1350.0 and rungs[-1].sd == 0.0
+    for r in rungs:
+        assert abs(r.elo - truth[r.name]) < 4 * max(r.sd, 1.0), r
+    assert rungs[0].sd > rungs[-2].sd  # far from the anchor: less certain
+    text = render_table(where)
+    assert "(anchor)" in text and "a clock (CPU speed)" in text and "1320 +- 33" in text
+    assert table["provenance"]["load_average_range"] == [0.5, 0.7]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": 99}))
+    with pytest.raises(AzhpcError, match="schema"):
+        load_scale(bad)
+
+
+def small_table(tmp_path):
+    """A scale of three cheap rungs (random, greedy, Fairy-Stockfish at -12) for end-to-end tests."""
+    rungs = [("random", 0.0, 0.0), ("fairy-stockfish:skill=-12,depth=1", 400.0, 40.0), ("greedy", 800.0, 40.0)]
+    table = {"schema": 1, "scale": "test scale", "anchor": "random", "anchor_elo": 0.0, "anchor_note": "test",
+             "rungs": [{"name": n, "elo": e, "low": e - 1.96 * sd, "high": e + 1.96 * sd, "games": 100, "timed": False,
+                        "clock": False} for n, e, sd in rungs],
+             "provenance": {"games": 300, "blocks": 3, "first": "2026-11-24", "last": "2026-11-24", "cpu": "test",
+                            "engines": {}}}
+    path = tmp_path / "scale.json"
+    path.write_text(json.dumps(table))
+    return path
+
+
+def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, stockfish):  # noqa: F811
+    table = small_table(tmp_path)
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table),
+                "--interval", "300", "--max-games", "40", "--simulations", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "gen:1:" in r.stdout and "on the Stockfish 15.1 UCI_Elo scale [" in r.stdout and "1320 +- 33" in r.stdout
+    entries = read_ledger(RunPaths(eval_run))
+    assert entries and all(e["player"] == "gen:1" and e["adjudicate_material"] == 0 for e in entries)
+    assert entries[0]["opponent"] == "fairy-stockfish:skill=-12,depth=1" and entries[0]["games"] == 10  # the probe
+    again = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table),
+                    "--interval", "300", "--max-games", "40", "--simulations", "2")
+    assert again.returncode == 0 and len(read_ledger(RunPaths(eval_run))) == len(entries)  # nothing played twice
+    assert f"{sum(e['games'] for e in entries)} games already in the ledger" in again.stdout
+    elo = run_cli("elo", str(eval_run), "--scale-table", str(table), "--json")
+    assert elo.returncode == 0, elo.stderr
+    out = json.loads(elo.stdout)
+    names = {x["name"]: x for x in out["ratings"]}
+    assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1"]["elo"] is not None
