@@ -667,18 +667,21 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
               help="Only every K-th earlier network plays random (the last one always plays every anchor).")
 @click.option("--stockfish-nodes", type=click.IntRange(min=1), default=100, show_default=True,
               help="Stockfish's node limit (skill 0) as an anchor.")
+@click.option("--scale/--no-scale", default=True, show_default=True,
+              help="Also rate each arm's last network on the calibrated Stockfish 15.1 UCI_Elo scale; all arms in one fit.")
 @click.option("--device", default="cpu", show_default=True, help="Device of the evaluations.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP + " Applies to every arm.")
 def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float, arms: str, games: int,
-                       ladder_games: int, ladder_every: int, stockfish_nodes: int, device: str,
+                       ladder_games: int, ladder_every: int, stockfish_nodes: int, scale: bool, device: str,
                        overrides: tuple[str, ...]) -> None:
     """Arms of search (PUCT; Gumbel at 8 and 16 simulations, with and without q-mixing) side by side on one CPU
-    budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only)."""
+    budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only),
+    on the calibrated Stockfish 15.1 UCI_Elo scale with --scale."""
     from .tools.learning import render, run_benchmark
 
     result, ladder = run_benchmark(out_dir, config_path, [a.strip() for a in arms.split(",") if a.strip()],
                                    budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo,
-                                   ladder_every)
+                                   ladder_every, scale)
     click.echo(render(result, ladder))
     click.echo(f"ladder in {out_dir / 'ladder.json'}; azhpc plot {out_dir} draws Elo per CPU-hour")
 

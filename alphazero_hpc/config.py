@@ -235,6 +235,9 @@ class EvalConfig:
     adjudicate_material: int = 0  # > 0: a game drawn by repetition, fifty moves or max_plies while a side is this much
                                   # material ahead (pawn 1 ... queen 9) is scored as its win; 0: chess rules only
     openings: str = "book"  # book (the shipped balanced set) or random:K (K random plies per opening, seeded)
+    scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
+    scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
+    scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
     parallel: int = 64  # games played at once; the network searches all of them in shared batches
     time_min: int = 30  # time limit of an evaluation job, minutes
 
@@ -244,6 +247,8 @@ class EvalConfig:
         _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
         _check(self.adjudicate_material >= 0, "eval.adjudicate_material", "must be >= 0 (0: no adjudication)")
         _check(self.parallel >= 1, "eval.parallel", "must be >= 1")
+        _check(self.scale_interval > 0, "eval.scale_interval", "must be > 0 (Elo)")
+        _check(self.scale_max_games >= 2, "eval.scale_max_games", "must be >= 2")
         _check(self.time_min >= 1, "eval.time_min", "must be >= 1")
         _check(self.openings == "book" or bool(re.fullmatch(r"random:([1-9]|[1-3][0-9]|40)", self.openings)),
                "eval.openings", "must be 'book' or 'random:K' with K in 1..40")

@@ -91,3 +91,16 @@ def stockfish():
         if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
             pytest.fail(str(exc))
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def engines(stockfish):
+    """Stockfish and Fairy-Stockfish (the scale's engine rungs): as ``stockfish``, a test fails in CI without them."""
+    from alphazero_hpc.evaluate.engines import find_engine
+
+    try:
+        return {"stockfish": stockfish, "fairy-stockfish": find_engine("fairy-stockfish")}
+    except AzhpcError as exc:
+        if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

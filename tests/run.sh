@@ -23,14 +23,19 @@ if ! .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e 
   echo "tests/run.sh: pip install failed (log above)" >&2
   exit 1
 fi
-# Stockfish (Debian's package) is an evaluation opponent; its tests need it. Installed here when this
-# machine can (root, apt-get); AZHPC_REQUIRE_STOCKFISH=1 then makes a test that cannot find it fail.
+# Stockfish and Fairy-Stockfish (Debian's packages) are evaluation opponents and rungs of the calibrated scale;
+# their tests need them. Installed here when this machine can (root, apt-get); AZHPC_REQUIRE_STOCKFISH=1 then
+# makes a test that cannot find them fail.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   export AZHPC_REQUIRE_STOCKFISH=1
-  if ! command -v stockfish >/dev/null && [ ! -x /usr/games/stockfish ]; then
-    if ! { apt-get install -y -q stockfish || { apt-get update -q && apt-get install -y -q stockfish; }; } >.venv/apt-stockfish.log 2>&1; then
+  missing=""
+  for engine in stockfish fairy-stockfish; do
+    command -v "$engine" >/dev/null || [ -x "/usr/games/$engine" ] || missing="$missing $engine"
+  done
+  if [ -n "$missing" ]; then
+    if ! { apt-get install -y -q $missing || { apt-get update -q && apt-get install -y -q $missing; }; } >.venv/apt-stockfish.log 2>&1; then
       cat .venv/apt-stockfish.log >&2
-      echo "tests/run.sh: apt-get install stockfish failed (log above); the Stockfish tests will report it" >&2
+      echo "tests/run.sh: apt-get install$missing failed (log above); the engine tests will report it" >&2
     fi
   fi
 fi

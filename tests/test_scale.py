@@ -133,8 +133,7 @@ def test_calibration_plan_pairs_each_rung_with_its_neighbours_cheapest_first():
     assert sum(p.games for p in anchor_pair) == 20 and all(p.games == 10 for p in anchor_pair)
 
 
-def test_engines_play_a_recorded_match_on_a_clock_and_the_fit_is_written(tmp_path, stockfish):
-    pytest.importorskip("chess.engine")
+def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
     paths = RunPaths(tmp_path / "cal")
     clock = "stockfish:skill=0,tc=1+0.05"
     plan = MatchPlan(clock, "fairy-stockfish:skill=-12,depth=1", 2, 0, "book:3", 0, 80)
@@ -198,7 +197,7 @@ def small_table(tmp_path):
     return path
 
 
-def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, stockfish):  # noqa: F811
+def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, engines):  # noqa: F811
     table = small_table(tmp_path)
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table),
                 "--interval", "300", "--max-games", "40", "--simulations", "2", "--quiet")
@@ -216,3 +215,26 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, sto
     out = json.loads(elo.stdout)
     names = {x["name"]: x for x in out["ratings"]}
     assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1"]["elo"] is not None
+
+
+def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811
+    from alphazero_hpc.evaluate import scale, stage
+    from alphazero_hpc.store.runconfig import read_run_config
+
+    table = small_table(tmp_path)
+    monkeypatch.setattr(scale, "load_scale", lambda path=None, _load=scale.load_scale: _load(table))
+    paths = RunPaths(eval_run)
+    cfg = read_run_config(paths)
+    cfg_text = paths.config.read_text().replace("scale: false", "scale: true").replace("scale_interval: 75.0", "scale_interval: 500.0")
+    cfg_text = cfg_text.replace("scale_max_games: 600", "scale_max_games: 20").replace("opponents: previous,random", "opponents: ''")
+    cfg_text = cfg_text.replace("\n  simulations: 0\n", "\n  simulations: 2\n")  # eval.simulations: quick games
+    paths.config.write_text(cfg_text)
+    assert read_run_config(paths).eval.scale and not cfg.eval.scale
+    progress = stage.evaluate_generation(eval_run, 1, device="cpu", echo=lambda s: None)
+    assert progress.status == "done", progress.errors
+    (line,) = progress.results
+    assert line.startswith("gen:1: ") and "UCI_Elo scale [" in line
+    n = len(read_ledger(paths))
+    assert n >= 1
+    again = stage.evaluate_generation(eval_run, 1, device="cpu", echo=lambda s: None)
+    assert again.results == progress.results and len(read_ledger(paths)) == n  # the ledger's blocks count

@@ -16,7 +16,6 @@ from ..config import Config
 from ..errors import AzhpcError, CheckpointError
 from ..game.rules import Rules, search_rules
 from ..store.paths import RunPaths
-from ..store.progress import EvalProgress
 from .elo import MatchScore, format_elo
 from .ledger import append_entry, find_entry
 from .match import openings_from_spec, play_match
@@ -181,34 +180,3 @@ def describe(entry: dict[str, Any]) -> str:
             f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move"
             + (f", draws by rule with >= {entry['adjudicate_material']} material ahead scored as wins"
                if entry.get("adjudicate_material") else ""))
-
-
-def evaluate_generation(run_dir: Path, generation: int, device: str = "auto",
-                        echo: Callable[[str], None] = print) -> EvalProgress:
-    """The evaluation stage: generation G against every opponent of ``eval.opponents``, in the ledger.
-
-    One opponent failing (Stockfish missing) is recorded and the others still play; progress goes to
-    RUN/eval/gen-G/progress.json. A requeued or repeated stage finds finished matches in the ledger.
-    """
-    from ..config import split_opponents
-    from ..store.runconfig import read_run_config
-
-    paths = RunPaths(run_dir)
-    cfg = read_run_config(paths)
-    opponents = split_opponents(cfg.eval.opponents)
-    progress = EvalProgress(generation, opponents)
-    where = paths.eval_progress(generation)
-    atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
-    for spec in opponents:
-        try:
-            entry, _ = evaluate(run_dir, cfg, generation, spec, device=device)
-            progress.results.append(describe(entry))
-            echo(describe(entry))
-        except AzhpcError as exc:
-            progress.errors.append(f"{spec}: {exc}")
-            echo(f"Error: {spec}: {exc}")
-        progress.updated = time.time()
-        atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
-    progress.status = "failed" if progress.errors else "done"
-    atomic.write_json(where, progress.to_json(), doing="writing evaluation progress")
-    return progress

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import platform
-import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path

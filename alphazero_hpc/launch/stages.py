@@ -248,7 +248,7 @@ def _run_forwarding_errors(cmd: list[str]) -> tuple[int, str, str]:
 def eval_stage(run_dir: str, generation: int) -> int:
     """Evaluate a trained generation (submitit pickles this function for the SLURM job). Raises when an
     opponent could not be played, after the others were, so that the job ends FAILED with that line."""
-    from ..evaluate.runner import evaluate_generation
+    from ..evaluate.stage import evaluate_generation
 
     result = evaluate_generation(Path(run_dir), generation)
     if result.status == "failed":

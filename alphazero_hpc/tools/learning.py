@@ -25,7 +25,9 @@ from typing import Any, Callable, Sequence
 from ..errors import AzhpcError
 from ..evaluate.elo import MatchScore, fit_ratings, ladder_table
 from ..evaluate.ledger import read_ledger
+from ..evaluate.engines import is_engine_spec
 from ..evaluate.runner import describe, evaluate
+from ..evaluate.scale import RUNGS, SCALE_NAME, load_scale, rate_on_scale, scale_fit
 from ..launch.resume import resume
 from ..launch.start import launch
 from ..report.follow import run_local_foreground
@@ -106,9 +108,10 @@ def _save_arm(out: BenchmarkPaths, arm: ArmResult) -> None:
 
 
 def evaluate_arm(out: BenchmarkPaths, arm: ArmResult, games: int, ladder_games: int, stockfish_nodes: int,
-                 device: str, echo: Callable[[str], None], every: int = 1) -> None:
+                 device: str, echo: Callable[[str], None], every: int = 1, scale: bool = False) -> None:
     """Every ``every``-th network of the arm against random (``ladder_games``), its last one against random, greedy
-    and Stockfish (``games``), chess rules only. Matches already in the arm's ledger are not played again."""
+    and Stockfish (``games``), chess rules only, and with ``scale`` rated on the calibrated scale. Matches already
+    in the arm's ledger are not played again."""
     paths = out.arm(arm.name)
     cfg = read_run_config(paths)
     for g in [*range(every, arm.generations, every), arm.generations]:
@@ -117,6 +120,10 @@ def evaluate_arm(out: BenchmarkPaths, arm: ArmResult, games: int, ladder_games: 
             n = games if g == arm.generations else ladder_games
             entry, _ = evaluate(paths.root, cfg, g, opponent, games=n, device=device, adjudicate_material=0, seed=1)
             echo(f"[{arm.name}] {describe(entry)}")
+    if scale:
+        rating = rate_on_scale(paths.root, cfg, arm.generations, cfg.eval.scale_interval,
+                               max_games=cfg.eval.scale_max_games, device=device, echo=lambda line: echo(f"[{arm.name}] {line}"))
+        echo(f"[{arm.name}] {rating.line()}")
 
 
 def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict[str, Any]]:
@@ -131,15 +138,19 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
             matches.append((player, opponent, MatchScore(e["wins"], e["draws"], e["losses"])))
     if not matches:
         raise AzhpcError(f"no matches in the arms of {out.root}: evaluate them first")
-    table = [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games}
-             for r in ladder_table(fit_ratings(matches, "random"))]
-    atomic.write_json(out.ladder, {"anchor": "random", "matches": len(matches), "ratings": table}, doing="writing the ladder")
+    # on the calibrated scale (rungs pinned) when an arm played an engine rung; else random = 0
+    on_scale = any(name in RUNGS and is_engine_spec(name) for a, b, _ in matches for name in (a, b))
+    ratings = scale_fit(matches, load_scale()) if on_scale else fit_ratings(matches, "random")
+    table = [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in ladder_table(ratings)]
+    atomic.write_json(out.ladder, {"anchor": SCALE_NAME if on_scale else "random", "matches": len(matches), "ratings": table},
+                      doing="writing the ladder")
     return table
 
 
 def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_cpu_hours: float, games: int = 40,
                   ladder_games: int = 10, stockfish_nodes: int = 100, device: str = "cpu", common: Sequence[str] = (),
-                  echo: Callable[[str], None] = print, ladder_every: int = 1) -> tuple[list[ArmResult], list[dict[str, Any]]]:
+                  echo: Callable[[str], None] = print, ladder_every: int = 1,
+                  scale: bool = False) -> tuple[list[ArmResult], list[dict[str, Any]]]:
     """Train every arm on ``budget_cpu_hours`` (``common``: overrides for all of them), evaluate, fit the ladder."""
     unknown = [a for a in arm_names if a not in ARMS]
     if unknown:
@@ -151,14 +162,15 @@ def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_
         echo(f"[{name}] training on {budget_cpu_hours:g} CPU-hours: {' '.join(ARMS[name]) or 'the config as it is'}")
         arms.append(train_arm(out, name, config, [*common, *ARMS[name]], budget_s, echo))
     for arm in arms:
-        evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo, ladder_every)
+        evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo, ladder_every, scale)
     return arms, combined_ladder(out, arms)
 
 
 def render(arms: Sequence[ArmResult], ladder: Sequence[dict[str, Any]]) -> str:
     """A table: each arm's last network, its CPU-hours and generations, and its Elo with the 95% interval."""
     by_name = {r["name"]: r for r in ladder}
-    lines = [f"{'arm':<12} {'gens':>4} {'CPU-h':>6}  {'Elo (random = 0)':>24}"]
+    scale = any(r["name"] in RUNGS and is_engine_spec(r["name"]) for r in ladder)
+    lines = [f"{'arm':<12} {'gens':>4} {'CPU-h':>6}  {'Elo (' + ('Stockfish 15.1 UCI_Elo scale' if scale else 'random = 0') + ')':>24}"]
     for arm in arms:
         r = by_name.get(f"{arm.name}/gen:{arm.generations}")
         elo = (f"{r['elo']:+.0f} [{r['low']:+.0f}, {r['high']:+.0f}]" if r and r["elo"] is not None else "unrated")
