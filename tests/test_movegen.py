@@ -190,8 +190,56 @@ def test_a_position_refuses_what_is_not_one():
     bad = [(chess.E7, chess.E5, 0), (chess.A1, chess.A2, 0), (chess.A1, chess.A1, 0), (chess.E2, chess.E4, 5),
            (chess.B1, chess.C3, 2), (chess.A2, chess.A3, 1)]  # black's pawn; onto own pieces; promotions that are not
     for frm, to, promo in bad:
-        with pytest.raises(ValueError, match="not a move"):
+        with pytest.raises(ValueError, match="not a legal move"):
             start.push(frm | to << 6 | promo << 12)
+
+
+def test_push_refuses_every_int_that_is_not_a_legal_move():
+    """Every from/to/promotion int on positions of random games (checks, pins, castling, en passant and promotions
+    among them): push answers exactly for python-chess's legal moves and raises ValueError for all others."""
+    rng = random.Random(11)
+    positions, board = [], chess.Board()
+    specials = ["r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+                "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3",  # en passant
+                "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1",  # promotions, check
+                "8/8/8/8/8/5k2/4r3/4K3 w - - 0 1"]  # in check, king only
+    positions = [chess.Board(f) for f in specials]
+    while len(positions) < 60:
+        if board.is_game_over():
+            board = chess.Board()
+        board.push(rng.choice(list(board.legal_moves)))
+        if rng.random() < 0.3:
+            positions.append(board.copy(stack=False))
+    for b in positions:
+        pos = from_board(b)
+        legal = {move_int(m) for m in b.legal_moves}
+        for mv in range(64 * 64 * 6):
+            if mv >> 12 not in (0, 2, 3, 4, 5):
+                continue
+            if mv in legal:
+                assert pos.push(mv).key() == from_board(_pushed(b, mv)).key()
+            else:
+                with pytest.raises(ValueError, match="not a legal move"):
+                    pos.push(mv)
+    start = from_board(chess.Board())
+    for mv in (-1, 6 << 12, 1 << 40):
+        with pytest.raises((ValueError, OverflowError)):
+            start.push(mv)
+
+
+def _pushed(board: chess.Board, mv: int) -> chess.Board:
+    b = board.copy(stack=False)
+    b.push(to_move(mv))
+    return b
+
+
+def test_push_refuses_a_king_taking_a_king():
+    """The issue's case: on a position no game reaches (kings side by side), KxK used to leave one king."""
+    board = chess.Board("8/8/8/8/8/8/3kK3/8 w - - 0 1")
+    assert not board.is_valid() and chess.Move.from_uci("e2d2") in board.generate_pseudo_legal_moves()
+    pos = from_board(board)  # the constructor takes it (one king a side); search_position would send it to python-chess
+    with pytest.raises(ValueError, match="not a legal move"):
+        pos.push(chess.E2 | chess.D2 << 6)
 
 
 @pytest.mark.parametrize("fen", [
