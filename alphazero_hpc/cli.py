@@ -439,18 +439,32 @@ def ladder_show(table: Path | None) -> None:
               help="Games per adjacent pair of untimed rungs (next-adjacent pairs play half).")
 @click.option("--timed-games", type=click.IntRange(min=2), default=100, show_default=True,
               help="Games per adjacent pair with a timed rung (movetime, clock); next-adjacent pairs play half.")
+@click.option("--rung", "rungs", multiple=True, help="Calibrate only these rungs, weakest first (repeatable) [default: the scale's].")
+@click.option("--cluster", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: --tasks processes here, waited for; slurm: an array of --tasks one-CPU tasks, submitted.")
+@click.option("--time-min", type=click.IntRange(min=1), default=240, show_default=True, help="With --cluster slurm: each task's time limit.")
+@click.option("--partition", default="", help="With --cluster slurm: the partition.")
+@click.option("--account", default="", help="With --cluster slurm: the account.")
+@click.option("--qos", default="", help="With --cluster slurm: the QOS.")
 @click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
 @click.option("--fairy-stockfish", "fairy_path", help="Fairy-Stockfish binary [default: on PATH, or /usr/games/fairy-stockfish].")
-def ladder_calibrate(out_dir: Path, tasks: int, games: int, timed_games: int, stockfish_path: str | None,
+def ladder_calibrate(out_dir: Path, tasks: int, games: int, timed_games: int, rungs: tuple[str, ...], cluster: str,
+                     time_min: int, partition: str, account: str, qos: str, stockfish_path: str | None,
                      fairy_path: str | None) -> None:
     """Play the matches between rungs (adjacent and next-adjacent pairs) into OUT/eval/ledger.jsonl, then fit.
 
     Started again it plays only the blocks still missing. Timed rungs (movetime, the anchor's clock) play weaker on a
     busy machine: calibrate on a quiet one (each match records the load average)."""
-    from .evaluate.scale import CalibrationSpec, calibrate, fit_scale, render_table, write_fit
+    from .evaluate.scale import RUNGS, CalibrationSpec, calibrate, fit_scale, render_table, submit_calibration, write_fit
 
-    failed = calibrate(out_dir, CalibrationSpec(games, timed_games), tasks,
-                       {"stockfish": stockfish_path, "fairy-stockfish": fairy_path}, click.echo)
+    spec = CalibrationSpec(games, timed_games, rungs=rungs or RUNGS)
+    engines = {"stockfish": stockfish_path, "fairy-stockfish": fairy_path}
+    if cluster == "slurm":
+        job = submit_calibration(out_dir, spec, tasks, engines, time_min, partition, account, qos)
+        click.echo(f"calibration array {job} ({tasks} tasks) submitted; when it is done: azhpc ladder fit {out_dir} "
+                   "(submit again to continue one that was stopped)")
+        return
+    failed = calibrate(out_dir, spec, tasks, engines, click.echo)
     where = write_fit(out_dir, fit_scale(out_dir))
     click.echo(render_table(where))
     if failed:

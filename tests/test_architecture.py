@@ -136,3 +136,46 @@ def test_every_package_says_what_it_owns():
     for init in sorted(PACKAGE.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what the package owns"
+
+
+def map_gaps(package: Path, docstring: str, row: str) -> list[str]:
+    """What a package's maps get wrong: a module its docstring or its row of the architecture table leaves out, or
+    a name there that looks like a module of the package (a lowercase identifier in backticks) and is not one."""
+    modules = {p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    # ``name``, ``name.py``, ``name.Class`` or a bare name.py; in the table `name` or `name.Class`
+    named_doc = (set(re.findall(r"``([a-z_][a-z0-9_]*)(?:\.py|\.[A-Z][A-Za-z]*)?``", docstring))
+                 | set(re.findall(r"\b([a-z_][a-z0-9_]*)\.py\b", docstring)))
+    named_row = set(re.findall(r"(?<!`)`([a-z_][a-z0-9_]*)(?:\.[A-Z][A-Za-z]*)?`(?!`)", row))
+    gaps = [f"{package.name}/{m}.py is not named in {package.name}/__init__.py's docstring" for m in sorted(modules - named_doc)]
+    gaps += [f"{package.name}/{m}.py is not in {package.name}/'s row of {DOC.name}" for m in sorted(modules - named_row)]
+    gaps += [f"{package.name}/__init__.py's docstring names ``{m}``, which is not a module of it" for m in sorted(named_doc - modules)]
+    gaps += [f"{DOC.name} names `{m}` in {package.name}/'s row, which is not a module of it" for m in sorted(named_row - modules)]
+    return gaps
+
+
+def package_rows() -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z_]+)/` \| (.*) \|$", DOC.read_text(), re.M)}
+
+
+def test_every_module_is_on_the_maps():
+    """Every module is named in its package's docstring and in its package's row of docs/architecture.md, and
+    neither names a module that does not exist."""
+    rows = package_rows()
+    gaps = []
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        gaps += map_gaps(init.parent, doc, rows.get(init.parent.name, ""))
+    assert not gaps, "\n".join(gaps)
+
+
+def test_the_map_check_finds_a_missing_and_a_stale_module(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name in ("__init__", "alpha", "beta"):
+        (pkg / f"{name}.py").write_text("")
+    gaps = map_gaps(pkg, "The ``alpha`` part, ``beta.Thing`` and the ``gamma`` part; ``RUN/x/`` and ``x.json`` are no modules.",
+                    "`alpha`, `delta`: see `api.Thing`; `pip install -e .`")
+    assert gaps == ["pkg/beta.py is not in pkg/'s row of architecture.md",
+                    "pkg/__init__.py's docstring names ``gamma``, which is not a module of it",
+                    "architecture.md names `api` in pkg/'s row, which is not a module of it",
+                    "architecture.md names `delta` in pkg/'s row, which is not a module of it"]

@@ -238,3 +238,33 @@ def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run,
     assert n >= 1
     again = stage.evaluate_generation(eval_run, 1, device="cpu", echo=lambda s: None)
     assert again.results == progress.results and len(read_ledger(paths)) == n  # the ledger's blocks count
+
+
+def test_slurm_calibration_array_plays_every_block_once(slurm_cluster, tmp_path, engines):
+    """azhpc ladder calibrate --cluster slurm: an array of one-CPU tasks shares the blocks; every block lands in the
+    ledger once, and submitting again when all are done plays nothing."""
+    import time
+
+    out = tmp_path / "cal"
+    rungs = ["--rung", "random", "--rung", "fairy-stockfish:skill=-12,depth=1", "--rung", "greedy"]
+    r = run_cli("ladder", "calibrate", str(out), "--cluster", "slurm", "--tasks", "2", "--games", "4", *rungs,
+                "--time-min", "10")
+    assert r.returncode == 0 and "calibration array" in r.stdout, r.stderr
+    job = json.loads((out / "calibration-jobs.json").read_text())["jobs"][0]
+    expected = {("fairy-stockfish:skill=-12,depth=1", "random"), ("greedy", "fairy-stockfish:skill=-12,depth=1"),
+                ("greedy", "random")}
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        entries = read_ledger(RunPaths(out)) if (out / "eval" / "ledger.jsonl").exists() else []
+        if len(entries) >= len(expected):
+            break
+        time.sleep(2)
+    assert {(e["player"], e["opponent"]) for e in entries} == expected and len(entries) == 3
+    assert all(e["slurm_job_id"] and e["games"] == 20 for e in entries)
+    import subprocess
+    while time.monotonic() < deadline and subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
+                                                         text=True).stdout.strip():
+        time.sleep(1)
+    local = run_cli("ladder", "calibrate", str(out), "--tasks", "1", "--games", "4", *rungs)
+    assert local.returncode == 0, local.stderr
+    assert len(read_ledger(RunPaths(out))) == 3 and "3 blocks played" in local.stdout

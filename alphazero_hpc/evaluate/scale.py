@@ -71,6 +71,15 @@ class CalibrationSpec:
     timed_games: int = 100  # per adjacent pair with a timed rung (movetime, clock); next-adjacent: half
     block: int = 20  # games per ledger entry (even: each opening with both colours)
     timed_block: int = 10  # games per ledger entry of a pair with a clock rung (a game there takes about a minute)
+    rungs: tuple[str, ...] = RUNGS  # the rungs to calibrate, weakest first (a subset: a trial or a test)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rungs", tuple(self.rungs))  # JSON hands a list back
+        if len(self.rungs) < 2:
+            raise AzhpcError("a calibration needs at least two rungs")
+        for r in self.rungs:
+            if r not in ("random", "greedy"):
+                parse_engine(r)
 
 
 def calibration_plans(spec: CalibrationSpec, rungs: Sequence[str] = RUNGS) -> list[MatchPlan]:
@@ -101,7 +110,7 @@ def calibrate_task(out: Path, spec: CalibrationSpec, task: int, tasks: int, engi
     cfg = Config()
     done = {e["key"] for e in read_ledger(paths)}
     played = 0
-    for plan in calibration_plans(spec)[task::tasks]:
+    for plan in calibration_plans(spec, spec.rungs)[task::tasks]:
         if plan.key in done:
             continue
         entry, now = play_recorded(paths, cfg, plan, "cpu", engines)
@@ -118,10 +127,7 @@ def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, s
     import subprocess
     import sys
 
-    paths = RunPaths(out)
-    paths.logs.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(out / "calibration.json", {"schema": SCHEMA, "rungs": list(RUNGS), **spec.__dict__},
-                      doing="writing the calibration plan")
+    paths = _prepare(out, spec)
     procs = []
     for t in range(tasks):
         cmd = [sys.executable, "-m", "alphazero_hpc.evaluate.scale", str(out), str(t), str(tasks), json.dumps(spec.__dict__),
@@ -143,6 +149,48 @@ def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, s
                 proc.wait()
     echo(f"calibration in {paths.ledger}: {len(read_ledger(paths))} blocks played")
     return failed
+
+
+def _prepare(out: Path, spec: CalibrationSpec) -> RunPaths:
+    paths = RunPaths(out)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out / "calibration.json", {"schema": SCHEMA, **spec.__dict__, "rungs": list(spec.rungs)},
+                      doing="writing the calibration plan")
+    return paths
+
+
+def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, str | None] | None = None,
+                       time_min: int = 240, partition: str = "", account: str = "", qos: str = "") -> str:
+    """The calibration as a SLURM array of ``tasks`` one-CPU tasks (submitit), each playing its share of the blocks
+    not yet in the ledger; returns the array's job id. A task stopped by its time limit or a preemption loses only
+    the block it was playing: submitting again plays the rest (blocks already in the ledger are never counted
+    twice, even if two tasks played one)."""
+    import submitit
+
+    paths = _prepare(out, spec)
+    ex = submitit.SlurmExecutor(folder=paths.logs.resolve() / "%j")
+    params: dict[str, Any] = {"job_name": "azhpc-calibrate", "time": time_min, "nodes": 1, "ntasks_per_node": 1,
+                              "cpus_per_task": 1, "array_parallelism": tasks,
+                              "setup": ["export OMP_NUM_THREADS=1"]}
+    for key, value in (("partition", partition), ("account", account), ("qos", qos)):
+        if value:
+            params[key] = value
+    ex.update_parameters(**params)
+    root = paths.root.resolve()
+    try:
+        jobs = ex.map_array(_calibrate_quietly, [root] * tasks, [spec] * tasks, list(range(tasks)), [tasks] * tasks,
+                            [engines or {}] * tasks)
+    except Exception as exc:  # noqa: BLE001 - submitit raises several types for a refused sbatch
+        text = " ".join(str(exc).split())
+        raise AzhpcError(f"sbatch refused the calibration array: {text[text.find('error:'):][:300]}; check "
+                         "--partition/--account/--qos") from exc
+    job = jobs[0].job_id.split("_")[0]
+    atomic.write_json(out / "calibration-jobs.json", {"jobs": [job], "tasks": tasks}, doing="recording the calibration job")
+    return job
+
+
+def _calibrate_quietly(out: Path, spec: CalibrationSpec, task: int, tasks: int, engines: dict[str, str | None]) -> int:
+    return calibrate_task(out, spec, task, tasks, engines)
 
 
 # -- the fit and the shipped table ----------------------------------------------------------------------

@@ -8,6 +8,7 @@
     local.py    runs the same stages as processes on this machine
     start.py    launch(): config, plan and record, then the chain or the local supervisor
     resume.py   submits exactly the work a run is missing; cancel.py stops a run's jobs
+    importing.py  azhpc import-pgn here or as a SLURM array
 """
 
 from .plan import LaunchPlan, make_plan

@@ -1,2 +1,3 @@
-"""Tools around the pipeline: ``azhpc bench`` (``bench``: self-play, shard and trainer throughput) and
-``azhpc doctor`` (``doctor``: what this machine offers a run)."""
+"""Tools around the pipeline: ``azhpc bench`` (``bench``: self-play, shard and trainer throughput; ``learning``:
+search arms on one CPU budget; ``pgnbench``: import speed and pretraining), Stockfish games as PGN (``sfgames``)
+and ``azhpc doctor`` (``doctor``: what this machine offers a run)."""
