@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from alphazero_hpc.evaluate.scale import load_scale
 from alphazero_hpc.store.paths import BenchmarkPaths
 
 from .conftest import TINY, run_cli
@@ -16,7 +17,8 @@ SMALL = ["--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_pe
 def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
     out = BenchmarkPaths(tmp_path / "bench")
     args = ["bench", "learning", "--config", str(TINY), "--out", str(out.root), "--budget-cpu-hours", "0.002",
-            "--arms", "puct,gumbel8", "--games", "2", "--ladder-games", "2", "--stockfish-nodes", "10", *SMALL]
+            "--arms", "puct,gumbel8", "--games", "2", "--ladder-games", "2", "--stockfish-nodes", "10", *SMALL,
+            "--set", "eval.scale_interval=2000", "--set", "eval.scale_max_games=40"]  # rated on the shipped scale: probes
     r = run_cli(*args, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     arms = json.loads(out.summary.read_text())["arms"]
@@ -27,8 +29,15 @@ def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
         assert out.arm(name).model(arm["generations"]).exists()
     cfg = (out.arm("gumbel8").config).read_text()
     assert "algorithm: gumbel" in cfg and "simulations: 8" in cfg
-    names = {row["name"] for row in json.loads(out.ladder.read_text())["ratings"]}
+    ladder = json.loads(out.ladder.read_text())
+    names = {row["name"] for row in ladder["ratings"]}
     assert {"random", "greedy", "stockfish:skill=0,nodes=10"} <= names
+    assert ladder["anchor"] == "Stockfish 15.1 UCI_Elo scale"  # all arms in one fit with the rungs pinned
+    rungs = {r.name: r.elo for r in load_scale()}
+    for row in ladder["ratings"]:
+        if row["name"] in rungs:
+            assert row["elo"] == pytest.approx(rungs[row["name"]])
+    assert r.stdout.count("on the Stockfish 15.1 UCI_Elo scale [") == 2  # each arm's last network, one line each
     assert {f"puct/gen:{arms['puct']['generations']}", f"gumbel8/gen:{arms['gumbel8']['generations']}"} <= names
     assert "puct" in r.stdout and "gumbel8" in r.stdout and "anchors:" in r.stdout
     shards = list(out.arm("gumbel8").root.glob("selfplay/gen-0000/task-*/shard-*.h5"))

@@ -282,10 +282,11 @@ def read_table(path: Path | None = None) -> dict[str, Any]:
 
 
 def render_table(path: Path | None = None) -> str:
-    """The table as text: rungs strongest first, then what the scale rests on."""
+    """The table as text: rungs strongest first (as measured, which need not be the order of ``RUNGS``), then what
+    the scale rests on."""
     table = read_table(path)
     lines = [f"{'rung':<36} {'Elo':>6}  {'95% interval':>14}  {'games':>6}  rests on"]
-    for r in reversed(table["rungs"]):
+    for r in sorted(table["rungs"], key=lambda r: (r["elo"] is None, -(r["elo"] or 0.0))):  # strongest first, as measured
         elo = "?" if r["elo"] is None else f"{r['elo']:.0f}"
         iv = "(anchor)" if r["name"] == table["anchor"] else ("" if r["low"] is None else f"[{r['low']:.0f}, {r['high']:.0f}]")
         rests = "a clock (CPU speed)" if r["clock"] else "a move time (CPU speed)" if r["timed"] else "search depth / rules"
