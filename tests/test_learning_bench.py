@@ -18,7 +18,7 @@ def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
     out = BenchmarkPaths(tmp_path / "bench")
     args = ["bench", "learning", "--config", str(TINY), "--out", str(out.root), "--budget-cpu-hours", "0.002",
             "--arms", "puct,gumbel8", "--games", "2", "--ladder-games", "2", "--stockfish-nodes", "10", *SMALL,
-            "--set", "eval.scale_interval=2000", "--set", "eval.scale_max_games=40"]  # rated on the shipped scale: probes
+            "--set", "eval.scale_interval=2000", "--set", "eval.scale_max_games=10"]  # rated on the shipped scale: one probe
     r = run_cli(*args, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     arms = json.loads(out.summary.read_text())["arms"]

@@ -96,6 +96,8 @@ def test_climb_brackets_and_rates_a_player_of_known_strength(truth):
         assert sum(r.games_per_rung[n] for n in far) <= 10  # a rung far away gets a probe at most
     assert covered >= 26, covered  # a 95% interval: 28.5 of 30 expected
     assert max(games) < 800
+    capped = climb("net", rungs, simulated(truth, 0), target=75.0, probe=10, max_games=10)
+    assert capped.games == 10 and len(capped.games_per_rung) == 1  # max_games stops the bisection too
 
 
 def test_climb_continues_from_games_already_played():

@@ -377,7 +377,7 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
         return (r.high - r.low) / 2
 
     lo, hi = 0, len(rungs) - 1
-    while hi - lo > 1:  # bisection: the first rung the player scores under 50% against
+    while hi - lo > 1 and sum(s.games for _, s in history) < max_games:  # bisection: the first rung it scores under half against
         mid = (lo + hi) // 2
         if not games_vs(rungs[mid].name):
             play(rungs[mid], probe)
