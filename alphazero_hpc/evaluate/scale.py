@@ -64,6 +64,11 @@ def rung_timed(spec: str) -> bool:
     return is_engine_spec(spec) and parse_engine(spec).timed
 
 
+def rung_clocked(spec: str) -> bool:
+    """The rung plays on a real clock (a game takes about two of its base times)."""
+    return is_engine_spec(spec) and parse_engine(spec).tc is not None
+
+
 # -- calibration -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CalibrationSpec:
@@ -82,24 +87,24 @@ class CalibrationSpec:
                 parse_engine(r)
 
 
-def calibration_plans(spec: CalibrationSpec, rungs: Sequence[str] = RUNGS) -> list[MatchPlan]:
-    """Every block of every pair, cheapest pairs first: adjacent pairs (k, k+1) and next-adjacent (k, k+2); the
-    stronger rung is the first player. Block b plays the book from opening b * block / 2 on."""
+def calibration_plans(spec: CalibrationSpec) -> list[MatchPlan]:
+    """Every block of every pair of ``spec.rungs``, cheapest pairs first: adjacent pairs (k, k+1) and next-adjacent
+    (k, k+2); the stronger rung is the first player. Block b plays the book from opening b * block / 2 on."""
+    rungs = spec.rungs
     plans = []
     book = len(book_openings())
     for gap in (1, 2):
         for k in range(len(rungs) - gap):
             lo, hi = rungs[k], rungs[k + gap]
-            timed = rung_timed(lo) or rung_timed(hi)
-            clock = any(is_engine_spec(r) and parse_engine(r).tc is not None for r in (lo, hi))
-            total = (spec.timed_games if timed else spec.games) // gap
-            block = spec.timed_block if clock else spec.block
+            total = (spec.timed_games if rung_timed(lo) or rung_timed(hi) else spec.games) // gap
+            block = spec.timed_block if rung_clocked(lo) or rung_clocked(hi) else spec.block
             for b in range(max(1, math.ceil(total / block))):
                 plans.append(MatchPlan(hi, lo, block, 0, f"book:{(b * block // 2) % book}", b, MAX_PLIES))
-    order = {p: (rung_timed(p.player) or rung_timed(p.opponent),
-                 any(is_engine_spec(r) and parse_engine(r).tc is not None for r in (p.player, p.opponent)), p.seed)
-             for p in plans}
-    return sorted(plans, key=lambda p: order[p])
+
+    def cost(p: MatchPlan) -> tuple[bool, bool, int]:
+        pair = (p.player, p.opponent)
+        return any(map(rung_timed, pair)), any(map(rung_clocked, pair)), p.seed
+    return sorted(plans, key=cost)
 
 
 def calibrate_task(out: Path, spec: CalibrationSpec, task: int, tasks: int, engines: dict[str, str | None] | None = None,
@@ -110,7 +115,7 @@ def calibrate_task(out: Path, spec: CalibrationSpec, task: int, tasks: int, engi
     cfg = Config()
     done = {e["key"] for e in read_ledger(paths)}
     played = 0
-    for plan in calibration_plans(spec, spec.rungs)[task::tasks]:
+    for plan in calibration_plans(spec)[task::tasks]:
         if plan.key in done:
             continue
         entry, now = play_recorded(paths, cfg, plan, "cpu", engines)
@@ -220,8 +225,7 @@ def fit_scale(out: Path) -> dict[str, Any]:
         rungs.append({"name": name, "elo": None if r is None or r.elo is None else round(r.elo, 1),
                       "low": None if r is None or r.low is None else round(r.low, 1),
                       "high": None if r is None or r.high is None else round(r.high, 1),
-                      "games": 0 if r is None else r.games, "timed": rung_timed(name),
-                      "clock": is_engine_spec(name) and parse_engine(name).tc is not None})
+                      "games": 0 if r is None else r.games, "timed": rung_timed(name), "clock": rung_clocked(name)})
     loads = [x for e in entries for x in e.get("load_average", [])]
     versions = {}
     for engine in ENGINES:
