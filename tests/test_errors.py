@@ -11,7 +11,7 @@ from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import need_root, run_cli
-from .test_worker import FAST
+from .test_selfplay_task import FAST
 
 
 def one_line_error(res: subprocess.CompletedProcess) -> str:

@@ -14,7 +14,7 @@ from alphazero_hpc.store.shards import read_shard
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
 from .conftest import random_game_boards
-from .test_worker import FAST
+from .test_selfplay_task import FAST
 
 
 @pytest.mark.parametrize("blocks,filters,se,history", [(2, 16, 0, 1), (2, 32, 4, 8)])

@@ -24,7 +24,7 @@ from ..search.api import TreeSearch
 from ..search.evaluator import Evaluator
 
 NAME = "azhpc"
-# A search stops growing its tree here (~6 KiB per node with its python-chess board: ~1.2 GiB), so that
+# A search stops growing its tree here (each node holds a compiled position, its moves and statistics), so that
 # "go infinite" left running does not take the machine's memory; UCI option MaxNodes changes it.
 MAX_NODES = 200_000
 

@@ -54,7 +54,7 @@ def _requeue(what: str, reason: str) -> None:
 
 
 class SelfPlayStage(submitit.helpers.Checkpointable):
-    """One array element: the task's missing shards of ``generation`` (see worker.run_selfplay_task).
+    """One array element: the task's missing shards of ``generation`` (see selfplay.task.run_selfplay_task).
 
     Stops before the job's time limit and requeues its job; on SLURM's USR2 submitit calls ``checkpoint``
     (the same call again: the state is the complete shards on disk) and requeues the job."""

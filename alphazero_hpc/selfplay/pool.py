@@ -1,11 +1,12 @@
 """Several search processes per self-play task, sharing one network in the task's own process.
 
-One Python search loop costs ~100 us of CPU per simulation, so one process cannot keep a GPU busy. Here the
+One Python search loop costs ~26 us of CPU per simulation outside the network (docs/performance.md), so one
+process cannot keep a GPU busy. Here the
 task's process owns the network (and the CUDA context) and serves it; ``K`` search workers, started with
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
 Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and the ``Counter``s. A request
+input planes, policy logits and values for up to ``games_in_flight`` leaves, and the ``SlotCounter``s. A request
 is 8 bytes on the worker's evaluation pipe (first row in its slot, rows), the answer the same 8 bytes back; no
 array is ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. Whenever the network is
@@ -53,19 +54,19 @@ from .plan import GameSpec, game_specs, plan_task
 _REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
 
 
-class Counter(IntEnum):
+class SlotCounter(IntEnum):
     """The counters in a worker's slot (float64), written by the worker after every step."""
 
     SIMULATIONS = 0
     POSITIONS = 1  # positions recorded for training
     WAIT_NETWORK = 2  # seconds waiting for the network's answer
-    RULES = 3  # seconds in python-chess (new nodes: copy, push, legal moves, end of game)
+    RULES = 3  # seconds in the chess rules (new nodes: push, legal moves, end of game; compiled or python-chess)
     TREE = 4  # seconds selecting and backing up
     ENCODE = 5  # seconds encoding leaves into planes
     IN_FLIGHT = 6  # games in flight now
 
 
-TIME_SPLIT = {"network_wait": Counter.WAIT_NETWORK, "rules": Counter.RULES, "tree": Counter.TREE, "encode": Counter.ENCODE}
+TIME_SPLIT = {"network_wait": SlotCounter.WAIT_NETWORK, "rules": SlotCounter.RULES, "tree": SlotCounter.TREE, "encode": SlotCounter.ENCODE}
 
 
 # Control messages of a worker to the server (the server answers NextShard with a shard number or None).
@@ -118,7 +119,7 @@ class Slot:
         ctx = ctx or mp.get_context("spawn")
         c = num_planes(history)
         self._raw = (ctx.RawArray("f", rows * c * 64), ctx.RawArray("f", rows * NUM_MOVES),
-                     ctx.RawArray("f", rows), ctx.RawArray("d", len(Counter)))
+                     ctx.RawArray("f", rows), ctx.RawArray("d", len(SlotCounter)))
         self._map()
 
     def _map(self) -> None:
@@ -238,10 +239,10 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
                     ctl.send(ShardDone(sidecar))
             st = engine.search.stats
             c = slot.counters
-            c[Counter.SIMULATIONS], c[Counter.POSITIONS] = st.simulations, engine.positions_recorded
-            c[Counter.WAIT_NETWORK], c[Counter.RULES], c[Counter.TREE], c[Counter.ENCODE] = (
+            c[SlotCounter.SIMULATIONS], c[SlotCounter.POSITIONS] = st.simulations, engine.positions_recorded
+            c[SlotCounter.WAIT_NETWORK], c[SlotCounter.RULES], c[SlotCounter.TREE], c[SlotCounter.ENCODE] = (
                 st.t_network, st.t_rules, st.t_tree, st.t_encode)
-            c[Counter.IN_FLIGHT] = len(engine.active)
+            c[SlotCounter.IN_FLIGHT] = len(engine.active)
     finally:
         engine.close()
 
@@ -438,11 +439,11 @@ class SearchPool:
     def _workers_busy(self) -> bool:
         """Every worker is running with all its games in flight (none starting, restarting or out of work)."""
         full = self.cfg.selfplay.games_in_flight
-        return all(w.process is not None and not w.exited and self.slots[w.index].counters[Counter.IN_FLIGHT] >= full for w in self.workers)
+        return all(w.process is not None and not w.exited and self.slots[w.index].counters[SlotCounter.IN_FLIGHT] >= full for w in self.workers)
 
     def counters(self) -> np.ndarray:
         """Simulations and positions of the workers now running, summed (a replacement starts from zero)."""
-        return sum((s.counters.copy() for s in self.slots), np.zeros(len(Counter)))
+        return sum((s.counters.copy() for s in self.slots), np.zeros(len(SlotCounter)))
 
     # -- a task --------------------------------------------------------------------------------------
     def run(self, missing: list[int], pacer: Any, pf: Any) -> None:
@@ -534,8 +535,8 @@ class SearchPool:
             self.shutdown()
         cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
         spent = {name: (c1[i] - c0[i]) / (elapsed * self.k) for name, i in TIME_SPLIT.items()}
-        return {"seconds": elapsed, "simulations": int(c1[Counter.SIMULATIONS] - c0[Counter.SIMULATIONS]),
-                "positions": int(c1[Counter.POSITIONS] - c0[Counter.POSITIONS]),
+        return {"seconds": elapsed, "simulations": int(c1[SlotCounter.SIMULATIONS] - c0[SlotCounter.SIMULATIONS]),
+                "positions": int(c1[SlotCounter.POSITIONS] - c0[SlotCounter.POSITIONS]),
                 "worker_time": spent,  # share of the workers' wall time
                 "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
                 "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": self.most_rows,

@@ -1,3 +1,6 @@
+"""The self-play task (selfplay/task.py, azhpc selfplay): killed at any moment and rerun it writes exactly the
+shards of an uninterrupted run; progress after every game; a crash recorded; shard attributes and sidecars."""
+
 import json
 import signal
 import subprocess
