@@ -201,6 +201,8 @@ class SlurmConfig:
     train_time_min: int = 60  # time limit of a training job, minutes
     stop_margin_s: int = 120  # stop this long before a job's time limit (save, requeue); see preempt.py
     max_attempts: int = 3  # azhpc resume gives up on a task or training job that failed this many times
+    max_slices: int = 100  # a job stopped at its time limit (SLURM's USR2) is requeued at most this many times
+                           # (submitit's max_num_timeout, whose default of 3 failed a training job needing 5 slices)
     partition: str = ""  # empty: the cluster's default
     account: str = ""
     qos: str = ""
@@ -215,6 +217,7 @@ class SlurmConfig:
                f"({self.stop_margin_s} s) must be below the shortest time limit ({shortest} min = {60 * shortest} s), "
                "or every job stops before it starts: raise --selfplay-time/--train-time or lower slurm.stop_margin_s")
         _check(self.max_attempts >= 1, "slurm.max_attempts", "must be >= 1")
+        _check(self.max_slices >= 1, "slurm.max_slices", "must be >= 1")
         _check(self.gpus_per_node >= 0, "slurm.gpus_per_node", "must be >= 0 (0: CPU-only nodes)")
         _check(self.selfplay_tasks >= 0, "slurm.selfplay_tasks", "must be >= 0 (0: one per GPU)")
         for key in ("partition", "account", "qos"):

@@ -778,3 +778,16 @@ def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
     metrics.write_bytes(b"\xff" * 1_000_000 + b'\n{"step": 7, "steps": 9, "policy_loss": 1.5, "value_loss": 0.5}\n')
     st = status_mod.collect(tmp_path)
     assert st.generations[0].train.step == 7 and st.generations[0].train.policy_loss == 1.5
+
+
+def test_slurm_jobs_are_requeued_past_submitits_three_time_limits(tmp_path):
+    """submitit gives up on a job after max_num_timeout (default 3) USR2 stops; a training job that needed five
+    one-minute slices failed so. The chain's executors take slurm.max_slices instead."""
+    from alphazero_hpc.launch.slurm import SlurmChain
+
+    cfg = load_config(TINY, ["slurm.max_slices=7"])
+    chain = SlurmChain(RunPaths(tmp_path / "run"), cfg, make_plan(cfg, "slurm"), dry_run=True)
+    assert chain._executor().max_num_timeout == 7
+    assert load_config(TINY).slurm.max_slices >= 50  # the default: many slices, not submitit's 3
+    with pytest.raises(AzhpcError, match="slurm.max_slices"):
+        load_config(TINY, ["slurm.max_slices=0"])

@@ -73,7 +73,7 @@ class SlurmChain:
 
     def _executor(self) -> submitit.SlurmExecutor:
         cls = _ScriptExecutor if self.dry_run else submitit.SlurmExecutor
-        return cls(folder=self.folder / "%j")
+        return cls(folder=self.folder / "%j", max_num_timeout=self.cfg.slurm.max_slices)
 
     def _common(self, dependency: str) -> dict:
         s = self.cfg.slurm
