@@ -18,10 +18,9 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     scored differently are not mixed); with ``write`` (``azhpc elo``) store it in RUN/eval/ratings.json. Returns
     the table, the matches and whether it is on the calibrated scale.
 
-    On the scale (``scale`` True, or None and the chess-rules ledger has a match against a rung of the shipped
-    table, and an engine rung among the opponents) every rung is pinned at its calibrated rating; otherwise ``anchor`` is pinned at Elo 0."""
-    from .engines import is_engine_spec
-    from .scale import RUNGS, SCALE_NAME, load_scale, scale_fit
+    On the scale (``scale`` True, or None and the chess-rules ledger has a match against an engine rung) every rung
+    of the shipped table (or ``table``) is pinned at its calibrated rating; otherwise ``anchor`` is pinned at 0."""
+    from .scale import SCALE_NAME, has_engine_rung, load_scale, scale_fit
 
     paths = RunPaths(run_dir)
     entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material]
@@ -34,9 +33,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     if scale and adjudicate_material:
         raise AzhpcError(f"the scale is calibrated with chess rules only: fit {paths.ledger}'s matches with "
                          "--adjudicate-material 0, or without --scale")
-    # random and greedy are rungs too, but a ledger of only those keeps the plain ladder (random = 0)
-    on_scale = bool(scale) if scale is not None else (
-        not adjudicate_material and any(n in RUNGS and is_engine_spec(n) for n in names))
+    on_scale = bool(scale) if scale is not None else not adjudicate_material and has_engine_rung(names)
     if on_scale:
         rungs = load_scale(table)
         if not names & {r.name for r in rungs}:

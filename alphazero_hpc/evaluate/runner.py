@@ -83,7 +83,7 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
     return NetPlayer(TorchEvaluator(model, pick_device(device)), cfg.mcts, simulations, rules, f"gen:{generation}")
 
 
-def make_opponent(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
+def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
                   engines: Mapping[str, str | None] | None = None) -> Player:
     """The player that ladder name ``name`` stands for (``engines``: engine name -> binary path, None: the default)."""
     seed = plan.seed * 1_000_003 + (plan.generation or 0)
@@ -123,9 +123,9 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         return done, False
     rules = search_rules(plan.max_plies + 2)
     book = openings_from_spec(plan.openings, plan.games, plan.seed)
-    player = make_opponent(plan.player, paths, cfg, plan, rules, device, engines)
+    player = make_player(plan.player, paths, cfg, plan, rules, device, engines)
     try:
-        rival = make_opponent(plan.opponent, paths, cfg, plan, rules, device, engines)
+        rival = make_player(plan.opponent, paths, cfg, plan, rules, device, engines)
     except BaseException:
         player.close()
         raise

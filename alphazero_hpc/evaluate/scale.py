@@ -8,7 +8,7 @@ next-adjacent pairs, in blocks that are ledger entries, so a calibration resumes
 maximum-likelihood fit (``fit_scale``). ``freeze`` writes the fitted table, with its provenance, into the package
 (``scale.json``), where ``load_scale`` finds it.
 
-A network is rated on the scale by matches against the rungs (``runner.rate_on_scale``), fitted with the rungs
+A network is rated on the scale by matches against the rungs (``rate_on_scale``), fitted with the rungs
 pinned at their calibrated ratings and their uncertainty carried into the network's interval. Ratings are
 relative to the anchor: its own uncertainty (the Stockfish team's calibration, re-measured at 1320 +- 33 in 2023)
 and the offset of that calibration to CCRL are not in the intervals; ``ANCHOR_NOTE`` says so wherever a scale
@@ -62,6 +62,12 @@ SCHEMA = 1
 def rung_timed(spec: str) -> bool:
     """The rung's strength rests on a time limit, so on the CPU it runs on."""
     return is_engine_spec(spec) and parse_engine(spec).timed
+
+
+def has_engine_rung(names: Iterable[str]) -> bool:
+    """Whether any of ``names`` is an engine rung of the scale. random and greedy are rungs too, but matches against
+    only those keep the plain ladder (random = 0)."""
+    return any(n in RUNGS and is_engine_spec(n) for n in names)
 
 
 def rung_clocked(spec: str) -> bool:
@@ -183,7 +189,7 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
     ex.update_parameters(**params)
     root = paths.root.resolve()
     try:
-        jobs = ex.map_array(_calibrate_quietly, [root] * tasks, [spec] * tasks, list(range(tasks)), [tasks] * tasks,
+        jobs = ex.map_array(calibrate_task, [root] * tasks, [spec] * tasks, list(range(tasks)), [tasks] * tasks,
                             [engines or {}] * tasks)
     except Exception as exc:  # noqa: BLE001 - submitit raises several types for a refused sbatch
         text = " ".join(str(exc).split())
@@ -192,10 +198,6 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
     job = jobs[0].job_id.split("_")[0]
     atomic.write_json(out / "calibration-jobs.json", {"jobs": [job], "tasks": tasks}, doing="recording the calibration job")
     return job
-
-
-def _calibrate_quietly(out: Path, spec: CalibrationSpec, task: int, tasks: int, engines: dict[str, str | None]) -> int:
-    return calibrate_task(out, spec, task, tasks, engines)
 
 
 # -- the fit and the shipped table ----------------------------------------------------------------------
@@ -231,7 +233,7 @@ def fit_scale(out: Path) -> dict[str, Any]:
     for engine in ENGINES:
         try:
             versions[engine] = engine_version(engine)
-        except (AzhpcError, OSError, Exception):  # noqa: BLE001 - provenance only
+        except Exception:  # noqa: BLE001 - provenance only: a missing or broken engine is written as such
             versions[engine] = "not found"
     return {
         "schema": SCHEMA, "scale": SCALE_NAME, "anchor": ANCHOR, "anchor_elo": ANCHOR_ELO, "anchor_note": ANCHOR_NOTE,
@@ -403,8 +405,6 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     """``azhpc evaluate RUN --generation G --scale``: generation G rated on the calibrated scale. Every block is
     a ledger entry (gen:G against a rung, chess rules only), so a rating that was stopped continues, and
     ``azhpc elo --scale`` fits the same matches."""
-    from .runner import canonical_opponent
-
     paths = RunPaths(run_dir)
     rungs = load_scale(table)
     player = f"gen:{generation}"
@@ -416,8 +416,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
               and e.get("simulations") == sims]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
-        plan = MatchPlan(player, canonical_opponent(rung.name, generation), games, sims, f"book:{first_opening % book}",
-                         seed, MAX_PLIES, 0)
+        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0)
         entry, _ = play_recorded(paths, cfg, plan, device, engines)
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
@@ -429,11 +428,9 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
 if __name__ == "__main__":  # one calibration task: python -m alphazero_hpc.evaluate.scale OUT TASK TASKS SPEC ENGINES
     import sys
 
-    from ..errors import AzhpcError as _E
-
     try:
         calibrate_task(Path(sys.argv[1]), CalibrationSpec(**json.loads(sys.argv[4])), int(sys.argv[2]), int(sys.argv[3]),
                        json.loads(sys.argv[5]))
-    except _E as exc:
+    except AzhpcError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -25,9 +25,8 @@ from typing import Any, Callable, Sequence
 from ..errors import AzhpcError
 from ..evaluate.elo import MatchScore, fit_ratings, ladder_table
 from ..evaluate.ledger import read_ledger
-from ..evaluate.engines import is_engine_spec
 from ..evaluate.runner import describe, evaluate
-from ..evaluate.scale import RUNGS, SCALE_NAME, load_scale, rate_on_scale, scale_fit
+from ..evaluate.scale import SCALE_NAME, has_engine_rung, load_scale, rate_on_scale, scale_fit
 from ..launch.resume import resume
 from ..launch.start import launch
 from ..report.follow import run_local_foreground
@@ -139,7 +138,7 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
     if not matches:
         raise AzhpcError(f"no matches in the arms of {out.root}: evaluate them first")
     # on the calibrated scale (rungs pinned) when an arm played an engine rung; else random = 0
-    on_scale = any(name in RUNGS and is_engine_spec(name) for a, b, _ in matches for name in (a, b))
+    on_scale = has_engine_rung(name for a, b, _ in matches for name in (a, b))
     ratings = scale_fit(matches, load_scale()) if on_scale else fit_ratings(matches, "random")
     table = [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in ladder_table(ratings)]
     atomic.write_json(out.ladder, {"anchor": SCALE_NAME if on_scale else "random", "matches": len(matches), "ratings": table},
@@ -169,7 +168,7 @@ def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_
 def render(arms: Sequence[ArmResult], ladder: Sequence[dict[str, Any]]) -> str:
     """A table: each arm's last network, its CPU-hours and generations, and its Elo with the 95% interval."""
     by_name = {r["name"]: r for r in ladder}
-    scale = any(r["name"] in RUNGS and is_engine_spec(r["name"]) for r in ladder)
+    scale = has_engine_rung(r["name"] for r in ladder)
     lines = [f"{'arm':<12} {'gens':>4} {'CPU-h':>6}  {'Elo (' + ('Stockfish 15.1 UCI_Elo scale' if scale else 'random = 0') + ')':>24}"]
     for arm in arms:
         r = by_name.get(f"{arm.name}/gen:{arm.generations}")
