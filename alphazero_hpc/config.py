@@ -73,6 +73,8 @@ class MCTSConfig:
     lazy_rows: int = 0  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
                         # they become edges (most leaves are never visited again); 0: at once. Pays off with Gumbel's
                         # root (configs/learn.yaml: 4096), not with PUCT since moves are compiled (docs/performance.md)
+    precision: str = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
+                             # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX), float32
     move_generator: str = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
                                       # reference: the same games, slower; for checks and A/B benchmarks)
 
@@ -80,6 +82,7 @@ class MCTSConfig:
         _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
         _check(0 <= self.lazy_rows <= 200_000, "mcts.lazy_rows", "must be in 0..200000 (18.7 KB a row)")
         _check(self.move_generator in ("compiled", "python-chess"), "mcts.move_generator", "must be compiled or python-chess")
+        _check(self.precision in ("auto", "bf16", "float32"), "mcts.precision", "must be auto, bf16 or float32")
         _check(1 <= self.fast_simulations <= self.simulations, "mcts.fast_simulations", "must be in 1..simulations")
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from alphazero_hpc.net.checkpoint import load_model, save_checkpoint
-from alphazero_hpc.config import ModelConfig
+from alphazero_hpc.config import MCTSConfig, ModelConfig
 from alphazero_hpc.game.encoding import NUM_MOVES, encode_boards, num_planes
-from alphazero_hpc.errors import CheckpointError, ShardError
+from alphazero_hpc.errors import CheckpointError, ConfigError, ShardError
 from alphazero_hpc.search.fakes import UniformEvaluator
 from alphazero_hpc.net.inference import TorchEvaluator
 from alphazero_hpc.net.model import build_model, count_parameters
@@ -60,6 +60,24 @@ def test_evaluator_folds_batch_norms_into_the_same_function(se):
     np.testing.assert_allclose(logits, policy.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(v, (wdl[:, 0] - wdl[:, 2]).numpy(), rtol=1e-4, atol=1e-5)
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())  # the caller's net is left as it was
+
+
+def test_evaluator_precision_bf16_answers_close_to_float32_and_auto_keeps_float32_on_cpu():
+    """``mcts.precision``: bf16 runs the network under bf16 autocast on the CPU too (its answers differ from float32
+    by bf16's rounding, not more); auto and float32 on the CPU are float32 exactly."""
+    net = build_model(ModelConfig(blocks=2, filters=32, history=2), seed=5).eval()
+    planes = encode_boards(random_game_boards(8, max_plies=40), 2)
+    exact = TorchEvaluator(net, "cpu", "float32").evaluate(planes)
+    auto = TorchEvaluator(net, "cpu", "auto").evaluate(planes)
+    bf16_ev = TorchEvaluator(net, "cpu", "bf16")
+    half = bf16_ev.evaluate(planes)
+    assert bf16_ev.autocast and not TorchEvaluator(net, "cpu", "auto").autocast
+    assert np.array_equal(exact[0], auto[0]) and np.array_equal(exact[1], auto[1])
+    assert half[0].dtype == np.float32 and not np.array_equal(exact[0], half[0])  # it did run in bf16
+    np.testing.assert_allclose(half[0], exact[0], atol=0.1 * max(1.0, float(np.abs(exact[0]).max())))
+    np.testing.assert_allclose(half[1], exact[1], atol=0.05)
+    with pytest.raises(ConfigError, match="mcts.precision"):
+        MCTSConfig(precision="fp8")
 
 
 def test_checkpoint_round_trip_and_config_mismatch(tmp_path):

@@ -37,16 +37,18 @@ def _fold_batch_norms(model: AlphaZeroNet) -> torch.nn.Module:
 class TorchEvaluator:
     """Batched inference: float32 planes in, policy logits and a scalar value (win - loss) out.
 
-    On CUDA the batch is copied through a pinned buffer and run under bf16 autocast. On CPU,
+    On CUDA the batch is copied through a pinned buffer. ``precision`` (``mcts.precision``) says whether the
+    network runs under bf16 autocast: ``auto`` on CUDA only, ``bf16`` everywhere (on a CPU with native bf16,
+    avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``float32`` nowhere. On CPU,
     ``AZHPC_TORCH_THREADS`` sets torch's thread count; otherwise a search pool measures which count is best
     (``cputhreads``).
     """
 
-    def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", autocast: bool | None = None) -> None:
+    def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto") -> None:
         self.device = torch.device(device)
         self.model = _fold_batch_norms(model.eval()).to(self.device)
         self.history = model.cfg.history
-        self.autocast = (self.device.type == "cuda") if autocast is None else autocast
+        self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
         if self.device.type == "cpu" and fixed_threads() is not None:
             torch.set_num_threads(fixed_threads())
 
