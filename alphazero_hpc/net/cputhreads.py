@@ -114,3 +114,85 @@ class ThreadTuner:
                   f"in flight); served with {now}", file=self.log, flush=True)
         if self.before is not None:
             self._set(self.before)
+
+
+class StepThreads:
+    """Torch's thread count for training on the CPU, measured on the training steps themselves.
+
+    With more threads than free cores, torch's OpenMP threads spin at every barrier while a peer waits to be
+    scheduled: on a 2-core machine with another process busy, a 2x32 training step took 668 ms of wall time (453 ms
+    of CPU) with two threads and 44 ms (30 ms) with one; on a quiet machine two threads are faster
+    (docs/performance.md). So the trainer times its steps with one thread and with the count it was given, in
+    turn (``trials`` each; a first pair that differs by more than ``clear`` decides at once), keeps the faster and
+    says so in one line. When the kept count's recent steps drift from what was measured by more than ``drift``
+    (a process arrived or left), it measures again. ``before_step`` sets the count for the coming step and
+    ``after_step(seconds)`` takes its compute time. Nothing is tuned on a GPU, with one thread given, or with
+    ``AZHPC_TORCH_THREADS`` set (which fixes the count). Thread counts change the rounding of reductions, so a
+    tuned run is not bitwise reproducible (a fixed count is).
+    """
+
+    def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
+                 window: int = 16) -> None:
+        import torch
+
+        self._torch = torch
+        self.log = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
+        self.trials, self.clear, self.drift, self.window = trials, clear, drift, window
+        fixed = fixed_threads() if cpu else None
+        if fixed is not None:
+            torch.set_num_threads(fixed)
+        given = torch.get_num_threads()
+        self.choices = [1, given] if cpu and fixed is None and given > 1 else []
+        self.chosen: int | None = None if self.choices else given
+        self.times: dict[int, list[float]] = {}
+        self._plan: list[int] = []
+        self._current = given
+        self._reference = 0.0
+        self._recent: list[float] = []
+        self._warm = bool(self.choices)  # the first step allocates: not measured
+        if self.choices:
+            self._start_trials()
+
+    def _start_trials(self) -> None:
+        self.times = {t: [] for t in self.choices}
+        self._plan = self.choices * self.trials
+
+    def _set(self, threads: int) -> None:
+        if threads != self._current:
+            self._torch.set_num_threads(threads)
+            self._current = threads
+
+    def before_step(self) -> None:
+        if self._plan and not self._warm:
+            self._set(self._plan[0])
+
+    def after_step(self, seconds: float) -> None:
+        if not self.choices:
+            return
+        if self._warm:
+            self._warm = False
+            return
+        if self._plan:
+            self.times[self._plan.pop(0)].append(seconds)
+            firsts = [v[0] for v in self.times.values() if v]
+            if len(firsts) == len(self.choices) and max(firsts) > self.clear * min(firsts):
+                self._plan = []  # one pair is clear enough: fewer steps at the slow count
+            if not self._plan:
+                self._decide()
+            return
+        self._recent = (self._recent + [seconds])[-self.window:]
+        if len(self._recent) == self.window:
+            now = sorted(self._recent)[self.window // 2]
+            if now > self.drift * self._reference or now * self.drift < self._reference:
+                self._recent = []
+                self._start_trials()
+
+    def _decide(self) -> None:
+        medians = {t: sorted(v)[len(v) // 2] for t, v in self.times.items() if v}
+        again = self.chosen is not None
+        self.chosen = min(medians, key=lambda t: medians[t])
+        self._reference = medians[self.chosen]
+        self._set(self.chosen)
+        tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
+        self.log(f"{'measured again' if again else 'training on the CPU'}: a step took {tried}; using {self.chosen} "
+                 f"(AZHPC_TORCH_THREADS=N fixes it)")

@@ -36,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
+from ..net.cputhreads import StepThreads
 from ..net.model import build_model
 from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window
@@ -183,6 +184,7 @@ class Trainer:
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio))
         total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
+        threads = StepThreads(self.device.type == "cpu", log=self.log)
         t_last = time.perf_counter()
         first_step, nonfinite = s.step, 0
         while s.step < steps:
@@ -200,6 +202,8 @@ class Trainer:
                 raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
             if "planes" not in batch:
                 continue
+            threads.before_step()
+            t_compute = time.perf_counter()
             out = self._forward_backward(s, batch)
             finite, stop = self._agree(bool(torch.isfinite(out.loss) & torch.isfinite(out.grad_norm)),
                                        self._stop_reason(s.step - first_step))
@@ -219,6 +223,7 @@ class Trainer:
             s.sched.step()
             s.step += 1
             now = time.perf_counter()
+            threads.after_step(now - t_compute)
             if self.env.master:
                 self._record(s, out, steps, seconds=max(now - t_last, 1e-9), t_data=t_data)
             self._step_s = max(now - t_last, 0.9 * self._step_s)

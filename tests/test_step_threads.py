@@ -1,0 +1,58 @@
+"""The trainer's CPU thread count, measured on its own steps (net/cputhreads.StepThreads): timings are given, not
+measured, so each verdict is the rule's and not the host's."""
+
+import pytest
+import torch
+
+from alphazero_hpc.net.cputhreads import StepThreads
+
+
+@pytest.fixture(autouse=True)
+def two_threads(monkeypatch):
+    monkeypatch.delenv("AZHPC_TORCH_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def drive(tuner: StepThreads, cost: dict[int, float], steps: int) -> list[int]:
+    """Run ``steps`` steps whose compute time depends on the thread count; the counts each step ran with."""
+    used = []
+    for _ in range(steps):
+        tuner.before_step()
+        used.append(torch.get_num_threads())
+        tuner.after_step(cost[torch.get_num_threads()])
+    return used
+
+
+def test_a_busy_machine_gets_one_thread_after_one_slow_step():
+    lines = []
+    tuner = StepThreads(cpu=True, log=lines.append)
+    used = drive(tuner, {1: 0.04, 2: 0.6}, 10)
+    assert tuner.chosen == 1 and used[:3] == [2, 1, 2] and set(used[3:]) == {1}  # warm step, one clear pair
+    assert len(lines) == 1 and "using 1" in lines[0] and "2 threads 600 ms" in lines[0]
+
+
+def test_a_quiet_machine_keeps_every_thread_after_two_pairs():
+    tuner = StepThreads(cpu=True, log=lambda line: None)
+    used = drive(tuner, {1: 0.05, 2: 0.03}, 12)
+    assert tuner.chosen == 2 and used[:5] == [2, 1, 2, 1, 2] and set(used[5:]) == {2}
+
+
+def test_load_arriving_mid_run_is_measured_again():
+    lines = []
+    tuner = StepThreads(cpu=True, log=lines.append, window=8)
+    drive(tuner, {1: 0.05, 2: 0.03}, 10)
+    assert tuner.chosen == 2
+    used = drive(tuner, {1: 0.05, 2: 0.5}, 20)  # another process took a core
+    assert tuner.chosen == 1 and used[-1] == 1 and any("measured again" in line for line in lines)
+
+
+def test_nothing_is_tuned_on_a_gpu_with_one_thread_or_a_fixed_count(monkeypatch):
+    for tuner in (StepThreads(cpu=False), ):
+        assert drive(tuner, {1: 0.01, 2: 9.0}, 6) == [2] * 6
+    torch.set_num_threads(1)
+    assert drive(StepThreads(cpu=True), {1: 0.01}, 4) == [1] * 4
+    monkeypatch.setenv("AZHPC_TORCH_THREADS", "2")
+    assert drive(StepThreads(cpu=True), {1: 0.01, 2: 9.0}, 6) == [2] * 6
