@@ -195,10 +195,11 @@ def test_killed_import_continues_and_writes_what_an_uninterrupted_one_writes(tmp
     assert run_cli(*args).returncode == 0 and _digest(tmp_path / "killed") == before
 
 
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
+def test_bad_input_is_one_line_and_keeps_only_complete_shards(tmp_path, pgn):
     (tmp_path / "binary.pgn").write_bytes(bytes(range(256)) * 64)
     (tmp_path / "notes.txt").write_text("Dear diary,\nno chess today.\n")
-    (tmp_path / "head.pgn.gz").write_bytes(gzip.compress(pgn.read_bytes())[:3000])  # cut within the first game
+    (tmp_path / "head.pgn.gz").write_bytes(gzip.compress(pgn.read_bytes())[:3000])  # cut within the first games
+    (tmp_path / "stub.pgn.gz").write_bytes(gzip.compress(pgn.read_bytes())[:12])  # not one byte of PGN survives
     whole = gzip.compress(pgn.read_bytes() * 40)
     (tmp_path / "cut.pgn.gz").write_bytes(whole[: len(whole) // 2])  # cut after hundreds of games
     import zstandard
@@ -208,7 +209,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, pgn):
     (tmp_path / "cut.pgn.zst").write_bytes(whole[: len(whole) // 2])  # zstandard's own reader ends it quietly
     (tmp_path / "bad.pgn.zst").write_bytes(whole[:4] + bytes(range(256)) * 8)  # its magic, then garbage
     for name, words in (("binary.pgn", "not a PGN file"), ("notes.txt", "not a PGN file"), ("missing.pgn", "no such file"),
-                        ("head.pgn.gz", "not a readable gzip file"), ("cut.pgn.gz", "damaged after game"),
+                        ("head.pgn.gz", "damaged after game"), ("stub.pgn.gz", "not a readable gzip file"),
+                        ("cut.pgn.gz", "damaged after game"),
                         ("cut.pgn.zst", "damaged after game"), ("bad.pgn.zst", "not a readable zstandard file")):
         run = tmp_path / f"run-{name}"
         r = run_cli("import-pgn", str(run), str(tmp_path / name), "--config", str(TINY))

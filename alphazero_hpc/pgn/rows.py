@@ -19,6 +19,8 @@ RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
 SPEEDS = ("ultrabullet", "bullet", "blitz", "rapid", "classical", "correspondence")
 _STANDARD = {"", "standard", "chess", "from position", "normal"}
 _TC = re.compile(r"^(\d+)(?:\+(\d+))?$")
+MAX_TAG_CHARS = 4096  # of one tag's value: names, events and FENs are far shorter
+MAX_PLY = 17_700  # plies: the 75-move rule ends any game before ~17,697 (and the shards store plies as uint16)
 
 
 def speed_of(time_control: str) -> str:
@@ -95,12 +97,16 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
         self._link = None
         self._board: chess.Board | None = None
         self._depth = 0
+        self._result_token = False  # the movetext ended with its result (a file cut inside a game has none)
 
     def begin_headers(self) -> chess.pgn.Headers:
         self._tags = chess.pgn.Headers({})  # python-chess sets the game's board up from these
         return self._tags
 
     def visit_header(self, tagname: str, tagvalue: str) -> None:
+        if len(tagvalue) > MAX_TAG_CHARS:  # (NUL bytes and undecodable ones: source.GameText)
+            self.handle_error(ValueError(f"tag {tagname[:40]!r} holds a value of {len(tagvalue):,} characters"))
+            tagvalue = ""  # not kept: the game is malformed whatever its other tags say
         self.out.headers[tagname] = tagvalue
         self._tags[tagname] = tagvalue
 
@@ -113,6 +119,14 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
     def visit_board(self, board: chess.Board) -> None:
         if self._board is None:
             self._board = board  # the mainline's board: the parser pushes every move onto it
+            status = board.status()
+            if status != chess.STATUS_VALID:  # a FEN tag python-chess can read but no game can reach
+                flags = [name[7:].lower().replace("_", " ") for name in dir(chess) if name.startswith("STATUS_")
+                         and name != "STATUS_VALID" and status & getattr(chess, name)]
+                self.handle_error(ValueError(f"FEN tag {board.fen()!r} is not a legal position ({', '.join(sorted(flags))})"))
+
+    def visit_result(self, result: str) -> None:
+        self._result_token = True
 
     def begin_variation(self):  # noqa: ANN201
         return chess.pgn.SKIP  # mainline only
@@ -127,6 +141,11 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
             index = move_index(move, board.turn)
         except ValueError as exc:  # no policy slot for it (the parser has already checked that it is legal)
             self.handle_error(exc)
+            return
+        if board.halfmove_clock >= 150 or board.ply() >= MAX_PLY:  # the 75-move rule ended the game already
+            self.handle_error(ValueError(f"a move at ply {board.ply() + 1}, after "
+                                         + ("the 75-move rule ended the game" if board.halfmove_clock >= 150 else
+                                            f"ply {MAX_PLY} (longer than any game the rules allow)")))
             return
         key = position_key(board)
         halfmove = board.halfmove_clock
@@ -146,6 +165,9 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
         if not out.accepted:
             return
         board = self._board
+        if not self._result_token:
+            out.malformed = "its moves end without a result (1-0, 0-1, 1/2-1/2 or *): the file ends inside the game?"
+            return
         if board is None or not out.chains:
             out.rejected = "no moves"
             return

@@ -27,7 +27,7 @@ from ..store.progress import ImportProgress, read_import_progress
 from ..store.runconfig import resolve_run_config
 from ..store.shards import ShardStats, Sidecar, read_sidecar, write_shard, write_sidecar
 from .rows import GameFilter, GameRows, RowVisitor, game_arrays
-from .source import STREAM_ERRORS, PgnFileError, open_pgn
+from .source import STREAM_ERRORS, ExpansionError, PgnFileError, open_games, open_pgn
 
 KEEP_MALFORMED = 10  # game numbers (and errors) of malformed games kept for the report
 
@@ -231,20 +231,28 @@ class _Task:
         self._progress(start)
         visitor = lambda: RowVisitor(spec.filter, self.history)  # noqa: E731
         for path in spec.files:
-            with open_pgn(Path(path)) as handle:
+            with open_games(Path(path)) as handle:
                 while True:
                     if quota and p.games + len(self.games) >= quota:
                         break
                     mine = number >= start and number % spec.tasks == task
+                    handle.start_game()
                     try:
-                        rows = chess.pgn.read_game(handle, Visitor=visitor) if mine else None
-                        found = rows is not None if mine else chess.pgn.skip_game(handle)
+                        rows = chess.pgn.read_game(handle, Visitor=visitor) if mine else None  # type: ignore[arg-type]
+                        found = rows is not None if mine else chess.pgn.skip_game(handle)  # type: ignore[arg-type]
                     except STREAM_ERRORS as exc:
+                        if self.games:  # the accepted games read so far go into a complete shard first
+                            self._write_shard(number)
+                        if isinstance(exc, ExpansionError):
+                            raise PgnFileError(f"{path}: stopped at game {number + 1} of the input: {exc}; the games "
+                                               "before it are imported") from exc
                         raise PgnFileError(f"{path}: damaged after game {number} of the input ({exc}); the games before "
                                            "it are imported; repair or re-download the file to import the rest") from exc
                     if not found:
                         break
                     if mine:
+                        if handle.oversized or handle.flaw:  # the cause of whatever python-chess then made of it
+                            rows.malformed = handle.oversized or handle.flaw
                         self._count(number, rows)
                     number += 1
                     if len(self.games) == self.per_shard:
