@@ -203,9 +203,10 @@ class SlurmConfig:
     selfplay_time_min: int = 60  # time limit of a self-play array task, minutes
     train_time_min: int = 60  # time limit of a training job, minutes
     stop_margin_s: int = 120  # stop this long before a job's time limit (save, requeue); see preempt.py
-    max_attempts: int = 3  # azhpc resume gives up on a task or training job that failed this many times
-    max_slices: int = 100  # a job stopped at its time limit (SLURM's USR2) is requeued at most this many times
-                           # (submitit's max_num_timeout, whose default of 3 failed a training job needing 5 slices)
+    max_attempts: int = 3  # a task or training job gives up after this many attempts in a row without progress
+                           # (a new complete shard, a later saved step), and azhpc resume after this many failures
+    max_slices: int = 1000  # a backstop: a job stopped at its time limit (SLURM's USR2) is requeued at most this many
+                            # times (submitit's max_num_timeout; its default of 3 failed a training job needing 5)
     partition: str = ""  # empty: the cluster's default
     account: str = ""
     qos: str = ""

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import AzhpcError, RunDirError, ShardError, ShardSchemaError
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.progress import ImportProgress, read_import_progress
+from ..store.progress import ImportProgress, check_stalled, read_import_progress, stalled_slices
 from ..store.runconfig import resolve_run_config
 from ..store.shards import ShardStats, Sidecar, read_sidecar, write_shard, write_sidecar
 from .rows import GameFilter, GameRows, RowVisitor, game_arrays
@@ -166,6 +166,9 @@ class _Task:
         p.malformed = int(source.get("malformed", 0))
         p.malformed_games = list(source.get("malformed_games", []))
         p.malformed_errors = list(source.get("malformed_errors", []))
+        p.start_mark = len(done)
+        if previous is not None and previous.status != "done":  # a slice that ended without a new shard counts
+            p.stalled = stalled_slices(previous.start_mark, previous.stalled, len(done))
         self.p = p
         self.games: list[GameRows] = []  # accepted, not yet in a shard
         self.pending: dict = {"rejected": {}, "malformed": 0, "games": [], "errors": []}
@@ -295,6 +298,9 @@ def run_import_task(run_dir: str | Path, spec: ImportSpec, task: int = 0, config
         return previous  # finished before: nothing to read again
     t = _Task(paths, cfg, spec, task, deadline)
     try:
+        check_stalled(f"import task {task}", t.p.stalled, cfg.slurm.max_attempts, f"{t.p.shards_done} shards",
+                      "a shard must fit in one slice: lower --games-per-shard or raise slurm.selfplay_time_min; the job "
+                      "logs say what stopped each slice")
         return t.run()
     except BaseException as exc:
         t.p.status, t.p.error = "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__

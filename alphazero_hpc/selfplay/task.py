@@ -20,7 +20,7 @@ from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.progress import ProgressFile, TaskProgress, read_task_progress
+from ..store.progress import ProgressFile, TaskProgress, check_stalled, read_task_progress, stalled_slices
 from ..store.runconfig import resolve_run_config
 from ..store.shards import quarantine, read_sidecar
 from .engine import GameRecord, SelfPlayEngine
@@ -103,8 +103,15 @@ def run_selfplay_task(
         progress.status = "done"
         pf.write()
         return progress
+    progress.start_mark = len(done)
+    if previous is not None and previous.status != "done":  # a slice that ended without a new shard counts
+        progress.stalled = stalled_slices(previous.start_mark, previous.stalled, len(done))
     pf.write()
     try:
+        check_stalled(f"generation {generation} self-play task {task}", progress.stalled, cfg.slurm.max_attempts,
+                      f"{len(done)} of {plan.shards} shards",
+                      "a shard must fit in one slice: lower selfplay.games_per_shard or raise slurm.selfplay_time_min; "
+                      "the job logs say what stopped each slice")
         if evaluator is None:
             evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
         else:

@@ -83,6 +83,10 @@ class RunPaths:
         """The resumable training state (weights, optimizer, data position) of the job writing ``generation``."""
         return self.train_dir(generation) / "state.pt"
 
+    def train_slices(self, generation: int) -> Path:
+        """Where each attempt of network ``generation``'s training started (the stall rule's record)."""
+        return self.train_dir(generation) / "slices.json"
+
     def train_metrics(self, generation: int) -> Path:
         """One JSON line per training step of the job writing ``generation``."""
         return self.train_dir(generation) / "metrics.jsonl"

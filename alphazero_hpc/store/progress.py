@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..errors import AzhpcError
 from . import atomic
 from .shards import Sidecar
 
@@ -31,6 +32,23 @@ class _JsonRecord:
     def from_json(cls, data: dict[str, Any]):  # noqa: ANN206 - the subclass
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def stalled_slices(previous_mark: int, previous_stalled: int, mark: int) -> int:
+    """How many slices (job attempts) in a row ended without progress, the one before this included: the progress
+    measure (``mark``: complete shards, the saved training step) at this attempt's start against the previous
+    attempt's start. ``previous_mark`` < 0: no previous attempt, or a finished one."""
+    if previous_mark < 0 or mark > previous_mark:
+        return 0
+    return previous_stalled + 1
+
+
+def check_stalled(what: str, stalled: int, max_attempts: int, where: str, fix: str) -> None:
+    """One line, and no further attempt, once ``max_attempts`` slices in a row made no progress (issue: a stage
+    that progresses in every slice is requeued as often as it needs; one that does not must not loop forever)."""
+    if stalled >= max_attempts:
+        raise AzhpcError(f"{what} made no progress in {stalled} slices in a row (slurm.max_attempts={max_attempts}): "
+                         f"still at {where}; {fix}")
 
 
 def _read(cls: type, path: Path):  # noqa: ANN202
@@ -68,6 +86,8 @@ class TaskProgress(_JsonRecord):
     games_this_attempt: int = 0
     simulations_this_attempt: int = 0
     games_per_s: float = 0.0
+    start_mark: int = -1  # complete shards when this attempt started (-1: not yet known)
+    stalled: int = 0  # attempts in a row before this one that ended without a new complete shard
     simulations_per_s: float = 0.0
     white_wins: int = 0
     draws: int = 0
@@ -196,6 +216,8 @@ class ImportProgress(_JsonRecord):
     malformed_errors: list[str] = field(default_factory=list)  # ... and why
     positions_per_s: float = 0.0  # this attempt
     error: str = ""
+    start_mark: int = -1  # complete shards when this attempt started
+    stalled: int = 0  # attempts in a row before this one that ended without a new complete shard
 
     def write(self, path: Path) -> None:
         self.updated = time.time()

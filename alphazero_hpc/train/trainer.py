@@ -42,6 +42,7 @@ from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
+from ..store.progress import check_stalled, stalled_slices
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
 from ..store.runconfig import read_run_config
 from ..cluster.scheduler import first_node
@@ -180,6 +181,7 @@ class Trainer:
         steps = plan_steps(self.cfg, self.paths, self.generation)
         mine = self._my_shards(steps)
         s = self._start(steps, mine)
+        self._check_slices(s.step)
         stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio))
@@ -355,6 +357,23 @@ class Trainer:
             # aborted ("terminate called without an active exception") and failed the job after its work was done.
             dist.barrier()
         return {"status": "trained", "steps": s.step}
+
+    def _check_slices(self, step: int) -> None:
+        """Give up, in one line, once ``slurm.max_attempts`` attempts in a row ended without saving a later step;
+        an attempt that saved progress resets the count, so a long training spans any number of time limits."""
+        if not self.env.master:
+            return
+        path = self.paths.train_slices(self.generation + 1)
+        try:
+            previous = atomic.read_json(path)
+        except (OSError, ValueError):
+            previous = {}
+        stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
+        atomic.write_json(path, {"start_step": step, "stalled": stalled}, doing="writing the training slices")
+        check_stalled(f"generation {self.generation} training", stalled, self.cfg.slurm.max_attempts,
+                      f"step {step} of the saved state",
+                      "each slice must save a later state: lower train.checkpoint_every or raise slurm.train_time_min; "
+                      "the job logs say what stopped each slice")
 
     def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
         if not self.env.master:

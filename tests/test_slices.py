@@ -1,0 +1,88 @@
+"""The stall rule (issue 29): a stage that makes progress in every slice (job attempt) is run again as often as it
+needs; once ``slurm.max_attempts`` slices in a row end without progress it gives up in one line."""
+
+import pytest
+
+from alphazero_hpc.cluster.preempt import Deadline
+from alphazero_hpc.errors import AzhpcError
+from alphazero_hpc.search.fakes import UniformEvaluator
+from alphazero_hpc.selfplay.task import run_selfplay_task
+from alphazero_hpc.store import atomic
+from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.progress import read_task_progress, stalled_slices
+
+from .conftest import TINY
+from .test_selfplay_task import FAST
+from .test_train import make_run, train
+
+
+def test_stalled_slices_counts_attempts_in_a_row_without_progress_and_resets_on_progress():
+    marks = [0, 0, 0, 2, 2, 5, 5, 5, 5]  # progress measure at the start of each attempt
+    stalled, previous, seen = 0, -1, []
+    for mark in marks:
+        stalled = stalled_slices(previous, stalled, mark)
+        previous = mark
+        seen.append(stalled)
+    assert seen == [0, 1, 2, 0, 1, 0, 1, 2, 3]
+    assert stalled_slices(-1, 7, 0) == 0  # no previous attempt (or a finished one)
+
+
+class _Short(Deadline):
+    """A job with ten seconds left: below slurm.stop_margin_s, so the attempt ends without a shard."""
+
+    def remaining(self) -> float:
+        return 10.0
+
+
+def test_selfplay_task_gives_up_after_max_attempts_slices_without_a_shard(tmp_path):
+    overrides = [*FAST, "slurm.max_attempts=3"]
+    for attempt in range(3):
+        with pytest.raises(AzhpcError, match="s left, below slurm.stop_margin_s"):
+            run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2), deadline=_Short(None))
+        assert read_task_progress(RunPaths(tmp_path).progress(0, 0)).stalled == attempt
+    with pytest.raises(AzhpcError, match=r"self-play task 0 made no progress in 3 slices in a row \(slurm.max_attempts=3\): "
+                                         r"still at 0 of \d+ shards; a shard must fit in one slice"):
+        run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2))
+    p = read_task_progress(RunPaths(tmp_path).progress(0, 0))
+    assert p.status == "failed" and "no progress in 3 slices" in p.error
+
+
+def test_selfplay_task_with_progress_in_every_slice_runs_on(tmp_path):
+    """A slice ends after each shard (the stop margin eats the rest): more slices than max_attempts, each with
+    a new shard, and the task finishes."""
+    overrides = [*FAST, "slurm.max_attempts=1"]
+    slices = 0
+    while True:
+        slices += 1
+        p = run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2), deadline=_OneShard(None))
+        assert p.stalled == 0
+        if p.status == "done":
+            break
+    assert slices > 2 and p.shards_done == p.shards_target
+
+
+class _OneShard(Deadline):
+    """Time for the first shard only: the start check sees hours left, every later look none (the pacer always
+    starts an attempt's first shard, and no other)."""
+
+    def __init__(self, end) -> None:  # noqa: ANN001
+        super().__init__(end)
+        self.looks = 0
+
+    def remaining(self) -> float:
+        self.looks += 1
+        return 10_000.0 if self.looks == 1 else 0.0
+
+
+def test_training_gives_up_after_max_attempts_slices_without_a_later_state(tmp_path):
+    paths = make_run(tmp_path)
+    paths.train_slices(1).parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(paths.train_slices(1), {"start_step": 0, "stalled": 2})  # two attempts ended without a save
+    res = train(tmp_path)
+    assert res.returncode != 0 and not paths.model(1).exists()
+    errors = [line for line in res.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and "generation 0 training made no progress in 3 slices in a row" in errors[0], res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    atomic.write_json(paths.train_slices(1), {"start_step": 0, "stalled": 1})  # one short of the bound: it trains
+    res = train(tmp_path)
+    assert res.returncode == 0 and paths.model(1).exists(), res.stderr[-2000:]
