@@ -104,3 +104,17 @@ def engines(stockfish):
         if IN_CI or os.environ.get("AZHPC_REQUIRE_STOCKFISH") == "1":
             pytest.fail(str(exc))
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpu_hog():
+    """``AZHPC_TEST_LOAD=1``: one process keeps a core busy for the whole run (a loaded machine, as a shared login
+    node or a busy CI runner is), so anyone can check that no verdict depends on the host being quiet. ``N`` > 1
+    starts N hogs. The hog runs at normal priority and is killed when the session ends."""
+    count = int(os.environ.get("AZHPC_TEST_LOAD", "0") or 0)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+            for _ in range(max(0, count))]
+    yield hogs
+    for hog in hogs:
+        hog.kill()
+        hog.wait()

@@ -49,4 +49,5 @@ if [ "${AZHPC_TESTBED:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
     echo "tests/run.sh: the SLURM testbed did not start (log above); the SLURM tests will report it" >&2
   fi
 fi
+# AZHPC_TEST_LOAD=1 keeps one core busy for the whole run (tests/conftest.py): the suite must pass on a loaded machine.
 exec .venv/bin/python -m pytest "$@"
