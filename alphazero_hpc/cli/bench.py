@@ -1,0 +1,225 @@
+"""``azhpc bench``: the benchmarks (self-play, shards, training, PGN import, pretraining, learning)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import click
+
+from .app import main
+from .options import config_options
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks that print their figures."""
+
+
+@bench.command("selfplay")
+@config_options("configs/small.yaml")
+@click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Measured window.")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--workers", default="0", show_default=True, metavar="K[,K...]",
+              help="Search processes sharing the network (0: one process does both); a list measures each in turn.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Measure the --workers values this many times, alternating; each value's median run is shown.")
+@click.option("--evaluator", type=click.Choice(["network", "uniform"]), default="network", show_default=True,
+              help="uniform: a free evaluator (no network), to measure the search and the transport alone.")
+@click.option("--vary", default=None, metavar="SECTION.KEY=V1,V2[,...]",
+              help="Measure each value of one config key in turn (an A/B in one run), e.g. mcts.lazy_rows=0,4096.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: float, device: str, workers: str,
+                       repeat: int, evaluator: str, vary: str | None, as_json: bool) -> None:
+    """Self-play speed against the raw network at the same batch size, in one run.
+
+    With several --workers values (or --vary values) the runs follow each other in this process (with --repeat,
+    alternating, so that a shared machine's drift hits every value alike) and the last lines compare their
+    simulations/s and CPU per simulation with the first value's.
+    """
+    from ..tools.bench import bench_selfplay
+    from ..config import load_config
+
+    try:
+        ks = list(dict.fromkeys(int(k) for k in workers.split(",")))
+        if min(ks) < 0:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--workers")
+    variants: list[tuple[str, tuple[str, ...]]] = [("", overrides)]
+    if vary:
+        key, _, values = vary.partition("=")
+        if not key or not values:
+            raise click.BadParameter(f"{vary!r}: give SECTION.KEY=V1,V2, e.g. mcts.lazy_rows=0,4096", param_hint="--vary")
+        variants = [(f"{key}={v}", (*overrides, f"{key}={v}")) for v in dict.fromkeys(values.split(","))]
+        if len(ks) > 1:
+            raise click.BadParameter("give one --workers value with --vary", param_hint="--vary")
+    cfgs = [load_config(config_path, o) for _, o in variants]
+    ev = None
+    if evaluator == "uniform":
+        from ..search.fakes import UniformEvaluator
+
+        ev = UniformEvaluator(cfgs[0].model.history)
+    arms = [(f"{k} workers" if not vary else name, k, cfg) for k in ks for (name, _), cfg in zip(variants, cfgs)]
+    runs: dict[str, list] = {a: [] for a, _, _ in arms}
+    for _ in range(repeat):
+        for a, k, cfg in arms:
+            runs[a].append(bench_selfplay(cfg, str(config_path), device, seconds, workers=k, evaluator=ev))
+    results = {a: sorted(runs[a], key=lambda r: r.simulations_per_s)[(repeat - 1) // 2] for a in runs}
+    first = arms[0][0]
+    speedup = {a: r.simulations_per_s / results[first].simulations_per_s for a, r in results.items()}
+    if as_json:
+        only = len(results) == 1 and repeat == 1
+        out = results[first].to_dict() if only else {
+            "medians": [r.to_dict() for r in results.values()],
+            f"simulations_per_s_over_{first.replace(' ', '_')}": speedup,
+            "simulations_per_s_every_run": {a: [r.simulations_per_s for r in runs[a]] for a in runs},
+            "cpu_us_per_simulation_outside_network_every_run":
+                {a: [r.cpu_us_per_simulation_outside_network for r in runs[a]] for a in runs}}
+        if not vary and not only:  # the names scripts already read
+            out[f"simulations_per_s_over_workers_{ks[0]}"] = {str(r.workers): speedup[a] for a, r in results.items()}
+            out["simulations_per_s_every_run"] = {str(k): [r.simulations_per_s for r in runs[f"{k} workers"]] for k in ks}
+        click.echo(json.dumps(out, indent=1))
+        return
+    click.echo("\n\n".join((f"[{a}]\n" if vary else "") + r.render() for a, r in results.items()))
+    if repeat > 1:
+        click.echo("")
+        for a in runs:
+            cpu = [r.cpu_us_per_simulation_outside_network for r in runs[a]]
+            click.echo(f"{a}, every run: simulations/s " + ", ".join(f"{r.simulations_per_s:.0f}" for r in runs[a])
+                       + ("; CPU us/sim outside net " + ", ".join(f"{c:.1f}" for c in cpu) if None not in cpu else ""))
+    if len(results) > 1:
+        click.echo("")
+        for a, r in list(results.items())[1:]:
+            line = f"simulations/s with {a} / with {first}: {speedup[a]:.2f}x"
+            c0, c1 = (_median_cpu(runs[first]), _median_cpu(runs[a]))  # medians of their own (runs[a][i] is one run)
+            if c0 and c1:
+                line += f"; CPU us/sim outside net {c1 / c0:.2f}x (medians {c1:.1f} / {c0:.1f})"
+            click.echo(line)
+
+
+def _median_cpu(runs: list) -> float | None:
+    cpu = [r.cpu_us_per_simulation_outside_network for r in runs]
+    return None if None in cpu else statistics.median_low(cpu)
+
+
+@bench.command("shards")
+@config_options("configs/small.yaml")
+@click.option("--games", type=click.IntRange(min=1), default=64, show_default=True, help="Games in the shard.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, as_json: bool) -> None:
+    """Shard bytes per position and read/write speed for each compression (lc0's V6 record: 8,356 bytes)."""
+    from ..tools.bench import bench_shards
+    from ..config import load_config
+
+    rows = bench_shards(load_config(config_path, overrides), games)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    click.echo(f"{rows[0]['rows']} positions, history {rows[0]['history']}, "
+               f"{rows[0]['policy_entries_per_position']:.1f} policy entries per position")
+    for r in rows:
+        click.echo(f"{r['compression']:5s} {r['bytes_per_position']:8.1f} bytes/position   write {r['write_positions_per_s']:10.0f}/s   "
+                   f"read {r['read_positions_per_s']:10.0f}/s")
+
+
+@bench.command("train")
+@config_options("configs/small.yaml")
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader workers.")
+@click.option("--steps", type=click.IntRange(min=10), default=60, show_default=True, help="Steps of the real run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int, steps: int, as_json: bool) -> None:
+    """Trainer samples/s, data loader samples/s alone, and the share of step time spent waiting for data."""
+    from ..tools.bench import bench_train
+    from ..config import load_config
+
+    r = bench_train(load_config(config_path, overrides), workers, steps)
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    click.echo(f"batch {r['batch_size']}, {r['positions']} positions, {r['loader_workers']} loader workers")
+    click.echo(f"trainer alone          {r['trainer_samples_per_s']:10.0f} samples/s")
+    click.echo(f"loader alone           {r['loader_samples_per_s']:10.0f} samples/s  ({r['loader_over_trainer']:.1f}x the trainer)")
+    click.echo(f"real run               {r['real_run_samples_per_s']:10.0f} samples/s, waiting for data {r['real_run_data_wait_share']:.1%} of step time")
+
+
+@bench.command("import-pgn")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@config_options("configs/small.yaml")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Alternating runs of each.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench_import_cmd(files: tuple[Path, ...], config_path: Path, overrides: tuple[str, ...], repeats: int, as_json: bool) -> None:
+    """Import positions/s against python-chess's own parse rate of the same files, in one run."""
+    from ..tools.pgnbench import bench_import
+
+    r = bench_import(list(files), config_path, overrides, repeats)
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    spread = lambda xs: f"{min(xs):,.0f}-{max(xs):,.0f}"  # noqa: E731
+    click.echo(f"python-chess parse  {r['parse_median']:10,.0f} positions/s (median of {repeats}, {spread(r['parse_positions_per_s'])})")
+    click.echo(f"azhpc import-pgn    {r['import_median']:10,.0f} positions/s (median of {repeats}, {spread(r['import_positions_per_s'])}; "
+               f"{r['positions_imported']:,} of {r['positions_parsed']:,} positions kept)")
+    click.echo(f"import / parse      {r['import_over_parse']:.2f}")
+
+
+@bench.command("pretrain")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/pretrain-check"), show_default=True,
+              help="Folder: the PGN, the run (RUN/import, models/gen-0000.pt, eval/ledger.jsonl). Started again it continues.")
+@click.option("--games", type=click.IntRange(min=1), default=2000, show_default=True, help="Stockfish games to play and import.")
+@click.option("--depth", type=click.IntRange(min=1, max=20), default=2, show_default=True, help="Stockfish's search depth per move.")
+@click.option("--epochs", type=click.FloatRange(min=0.01), default=3.0, show_default=True, help="Passes over the imported positions [pretrain.epochs].")
+@config_options("configs/learn.yaml")
+@click.option("--eval-games", type=click.IntRange(min=2), default=40, show_default=True, help="Games against each opponent.")
+@click.option("--simulations", type=click.IntRange(min=1), default=None, help="Simulations per move [eval.simulations].")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Stockfish processes and training threads [the cores].")
+@click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
+def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, config_path: Path, overrides: tuple[str, ...],
+                       eval_games: int, simulations: int | None, workers: int | None, stockfish_path: str | None) -> None:
+    """Learning check of import-pgn: Stockfish games -> import -> pretraining -> matches against random and greedy
+    under the rules of chess (in OUT/run/eval/ledger.jsonl)."""
+    from ..evaluate.engines import find_stockfish
+    from ..tools.pgnbench import learning_check
+
+    learning_check(out_dir, find_stockfish(stockfish_path), games, depth, config_path, (f"pretrain.epochs={epochs}", *overrides),
+                   eval_games, simulations or 0,
+                   workers=workers or len(os.sched_getaffinity(0)), echo=click.echo)
+
+
+@bench.command("learning")
+@config_options("configs/learn.yaml", " Applies to every arm.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/learning"), show_default=True,
+              help="Benchmark folder: one run folder per arm, benchmark.json, ladder.json (started again, it continues).")
+@click.option("--budget-cpu-hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
+              help="CPU time of self-play and training per arm (every process the arm starts).")
+@click.option("--arms", default="puct,gumbel8,gumbel8-q,gumbel16,gumbel16-q", show_default=True,
+              help="Comma list of: puct (24 simulations), gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5), "
+                   "4x64-bf16 (gumbel16-q with a 4x64 net, 64 games in flight, bf16 search and training).")
+@click.option("--games", type=click.IntRange(min=2), default=40, show_default=True,
+              help="Games of each arm's last network against random, greedy and Stockfish.")
+@click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Games of each earlier network against random.")
+@click.option("--ladder-every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Only every K-th earlier network plays random (the last one always plays every anchor).")
+@click.option("--stockfish-nodes", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Stockfish's node limit (skill 0) as an anchor.")
+@click.option("--scale/--no-scale", default=True, show_default=True,
+              help="Also rate each arm's last network on the calibrated Stockfish 15.1 UCI_Elo scale; all arms in one fit.")
+@click.option("--device", default="cpu", show_default=True, help="Device of the evaluations.")
+def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float, arms: str, games: int,
+                       ladder_games: int, ladder_every: int, stockfish_nodes: int, scale: bool, device: str,
+                       overrides: tuple[str, ...]) -> None:
+    """Arms of search (PUCT; Gumbel at 8 and 16 simulations, with and without q-mixing) side by side on one CPU
+    budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only),
+    on the calibrated Stockfish 15.1 UCI_Elo scale with --scale."""
+    from ..tools.learning import render, run_benchmark
+
+    result, ladder = run_benchmark(out_dir, config_path, [a.strip() for a in arms.split(",") if a.strip()],
+                                   budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo,
+                                   ladder_every, scale)
+    click.echo(render(result, ladder))
+    click.echo(f"ladder in {out_dir / 'ladder.json'}; azhpc plot {out_dir} draws Elo per CPU-hour")
+
+
