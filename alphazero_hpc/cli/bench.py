@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from pathlib import Path
 
 import click
@@ -39,7 +38,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
     alternating, so that a shared machine's drift hits every value alike) and the last lines compare their
     simulations/s and CPU per simulation with the first value's.
     """
-    from ..tools.bench import bench_selfplay
+    from ..tools.bench import compare_selfplay
     from ..config import load_config
 
     try:
@@ -63,46 +62,8 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
 
         ev = UniformEvaluator(cfgs[0].model.history)
     arms = [(f"{k} workers" if not vary else name, k, cfg) for k in ks for (name, _), cfg in zip(variants, cfgs)]
-    runs: dict[str, list] = {a: [] for a, _, _ in arms}
-    for _ in range(repeat):
-        for a, k, cfg in arms:
-            runs[a].append(bench_selfplay(cfg, str(config_path), device, seconds, workers=k, evaluator=ev))
-    results = {a: sorted(runs[a], key=lambda r: r.simulations_per_s)[(repeat - 1) // 2] for a in runs}
-    first = arms[0][0]
-    speedup = {a: r.simulations_per_s / results[first].simulations_per_s for a, r in results.items()}
-    if as_json:
-        only = len(results) == 1 and repeat == 1
-        out = results[first].to_dict() if only else {
-            "medians": [r.to_dict() for r in results.values()],
-            f"simulations_per_s_over_{first.replace(' ', '_')}": speedup,
-            "simulations_per_s_every_run": {a: [r.simulations_per_s for r in runs[a]] for a in runs},
-            "cpu_us_per_simulation_outside_network_every_run":
-                {a: [r.cpu_us_per_simulation_outside_network for r in runs[a]] for a in runs}}
-        if not vary and not only:  # the names scripts already read
-            out[f"simulations_per_s_over_workers_{ks[0]}"] = {str(r.workers): speedup[a] for a, r in results.items()}
-            out["simulations_per_s_every_run"] = {str(k): [r.simulations_per_s for r in runs[f"{k} workers"]] for k in ks}
-        click.echo(json.dumps(out, indent=1))
-        return
-    click.echo("\n\n".join((f"[{a}]\n" if vary else "") + r.render() for a, r in results.items()))
-    if repeat > 1:
-        click.echo("")
-        for a in runs:
-            cpu = [r.cpu_us_per_simulation_outside_network for r in runs[a]]
-            click.echo(f"{a}, every run: simulations/s " + ", ".join(f"{r.simulations_per_s:.0f}" for r in runs[a])
-                       + ("; CPU us/sim outside net " + ", ".join(f"{c:.1f}" for c in cpu) if None not in cpu else ""))
-    if len(results) > 1:
-        click.echo("")
-        for a, r in list(results.items())[1:]:
-            line = f"simulations/s with {a} / with {first}: {speedup[a]:.2f}x"
-            c0, c1 = (_median_cpu(runs[first]), _median_cpu(runs[a]))  # medians of their own (runs[a][i] is one run)
-            if c0 and c1:
-                line += f"; CPU us/sim outside net {c1 / c0:.2f}x (medians {c1:.1f} / {c0:.1f})"
-            click.echo(line)
-
-
-def _median_cpu(runs: list) -> float | None:
-    cpu = [r.cpu_us_per_simulation_outside_network for r in runs]
-    return None if None in cpu else statistics.median_low(cpu)
+    result = compare_selfplay(arms, str(config_path), device, seconds, repeat, vary.partition("=")[0] if vary else "workers", ev)
+    click.echo(json.dumps(result.to_json(), indent=1) if as_json else result.render())
 
 
 @bench.command("shards")
@@ -214,12 +175,13 @@ def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float
     """Arms of search (PUCT; Gumbel at 8 and 16 simulations, with and without q-mixing) side by side on one CPU
     budget each, then one Elo ladder of every network against random, greedy and Stockfish (chess rules only),
     on the calibrated Stockfish 15.1 UCI_Elo scale with --scale."""
+    from ..store.paths import BenchmarkPaths
     from ..tools.learning import render, run_benchmark
 
     result, ladder = run_benchmark(out_dir, config_path, [a.strip() for a in arms.split(",") if a.strip()],
                                    budget_cpu_hours, games, ladder_games, stockfish_nodes, device, overrides, click.echo,
                                    ladder_every, scale)
     click.echo(render(result, ladder))
-    click.echo(f"ladder in {out_dir / 'ladder.json'}; azhpc plot {out_dir} draws Elo per CPU-hour")
+    click.echo(f"ladder in {BenchmarkPaths(out_dir).ladder}; azhpc plot {out_dir} draws Elo per CPU-hour")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..store.paths import DEFAULT_ROOT
+from ..store.paths import DEFAULT_ROOT, newest_run
 from .app import main
 from .options import config_options
 
@@ -47,9 +47,10 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
 
         code = train_main(args)
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-               "-m", "alphazero_hpc.train", *args]
-        code = subprocess.run(cmd).returncode
+        from ..launch.stages import torchrun_command
+
+        cmd = torchrun_command(str(run_dir), generation, nproc_per_node, None)
+        code = subprocess.run(cmd + (["--workers", str(workers)] if workers is not None else [])).returncode
     if code:
         raise click.exceptions.Exit(code)
 
@@ -106,7 +107,7 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
             return
         ok = wait(res.paths.root, echo=click.echo)
     elif not wait_:
-        click.echo(f"local supervisor pid {res.supervisor_pid} (log {res.paths.logs / 'local-supervisor.log'}); "
+        click.echo(f"local supervisor pid {res.supervisor_pid} (log {res.paths.supervisor_log}); "
                    f"follow it: azhpc status {res.paths.root} --watch")
         return
     else:
@@ -239,10 +240,10 @@ def resume(run_dir: Path, generations: int | None, max_attempts: int | None, wai
 
 
 def _newest_run() -> Path:
-    runs = sorted((p for p in DEFAULT_ROOT.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
-    if not runs:
+    run = newest_run()
+    if run is None:
         raise click.ClickException(f"no run folder under {DEFAULT_ROOT}/: pass the run folder, e.g. azhpc status scratch/run-...")
-    return runs[-1].parent
+    return run
 
 
 @main.command()

@@ -259,3 +259,9 @@ class BenchmarkPaths:
     @property
     def plot(self) -> Path:
         return self.root / "plots" / "elo-per-cpu-hour.png"
+
+
+def newest_run(root: Path = DEFAULT_ROOT) -> Path | None:
+    """The run folder under ``root`` whose config was written last, or None."""
+    runs = sorted(root.glob("*/config.yaml"), key=lambda p: p.stat().st_mtime)
+    return runs[-1].parent if runs else None

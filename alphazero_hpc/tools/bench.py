@@ -10,6 +10,7 @@ the games played.
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 import threading
 import time
@@ -220,6 +221,77 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
         share_tree=d["t_tree"] / max(measured, 1e-9), share_encoding=d["t_encode"] / max(measured, 1e-9),
         shard_io_s=io_s, bytes_per_position=bpp, gpu_utilisation=gpu.mean, gpu_note=gpu.note,
     )
+
+
+@dataclass
+class SelfPlayComparison:
+    """``azhpc bench selfplay`` with several arms (worker counts or values of one config key): every run of every
+    arm, measured alternately ``repeat`` times so that a shared machine's drift hits every arm alike, and each
+    arm's median run. Ratios are against the first arm."""
+
+    runs: dict[str, list[SelfPlayBench]]  # arm name -> its runs, in order
+    named_by: str  # "workers" or the varied key
+
+    @property
+    def medians(self) -> dict[str, SelfPlayBench]:
+        return {a: sorted(r, key=lambda b: b.simulations_per_s)[(len(r) - 1) // 2] for a, r in self.runs.items()}
+
+    @property
+    def first(self) -> str:
+        return next(iter(self.runs))
+
+    def speedup(self) -> dict[str, float]:
+        m = self.medians
+        return {a: r.simulations_per_s / m[self.first].simulations_per_s for a, r in m.items()}
+
+    def median_cpu(self, arm: str) -> float | None:
+        """The median of the arm's own CPU per simulation outside the network (not the median run's)."""
+        cpu = [r.cpu_us_per_simulation_outside_network for r in self.runs[arm]]
+        return None if None in cpu else statistics.median_low(cpu)  # type: ignore[type-var]
+
+    def to_json(self) -> dict:
+        m, first, repeat = self.medians, self.first, len(self.runs[self.first])
+        if len(m) == 1 and repeat == 1:
+            return m[first].to_dict()
+        out: dict = {"medians": [r.to_dict() for r in m.values()],
+                     f"simulations_per_s_over_{first.replace(' ', '_')}": self.speedup(),
+                     "simulations_per_s_every_run": {a: [r.simulations_per_s for r in rs] for a, rs in self.runs.items()},
+                     "cpu_us_per_simulation_outside_network_every_run":
+                         {a: [r.cpu_us_per_simulation_outside_network for r in rs] for a, rs in self.runs.items()}}
+        if self.named_by == "workers":  # the names scripts already read
+            out[f"simulations_per_s_over_workers_{m[first].workers}"] = {str(r.workers): self.speedup()[a] for a, r in m.items()}
+            out["simulations_per_s_every_run"] = {str(rs[0].workers): [r.simulations_per_s for r in rs] for rs in self.runs.values()}
+        return out
+
+    def render(self) -> str:
+        m, first = self.medians, self.first
+        varied = self.named_by != "workers"
+        lines = ["\n\n".join((f"[{a}]\n" if varied else "") + r.render() for a, r in m.items())]
+        if len(self.runs[first]) > 1:
+            lines.append("")
+            for a, rs in self.runs.items():
+                cpu = [r.cpu_us_per_simulation_outside_network for r in rs]
+                lines.append(f"{a}, every run: simulations/s " + ", ".join(f"{r.simulations_per_s:.0f}" for r in rs)
+                             + ("; CPU us/sim outside net " + ", ".join(f"{c:.1f}" for c in cpu) if None not in cpu else ""))
+        if len(m) > 1:
+            lines.append("")
+            for a in list(m)[1:]:
+                line = f"simulations/s with {a} / with {first}: {self.speedup()[a]:.2f}x"
+                c0, c1 = self.median_cpu(first), self.median_cpu(a)
+                if c0 and c1:
+                    line += f"; CPU us/sim outside net {c1 / c0:.2f}x (medians {c1:.1f} / {c0:.1f})"
+                lines.append(line)
+        return "\n".join(lines)
+
+
+def compare_selfplay(arms: list[tuple[str, int, Config]], config_name: str, device: str, seconds: float, repeat: int,
+                     named_by: str, evaluator=None) -> SelfPlayComparison:
+    """Every arm (name, search workers, config) measured ``repeat`` times, alternating."""
+    runs: dict[str, list[SelfPlayBench]] = {a: [] for a, _, _ in arms}
+    for _ in range(repeat):
+        for a, k, cfg in arms:
+            runs[a].append(bench_selfplay(cfg, config_name, device, seconds, workers=k, evaluator=evaluator))
+    return SelfPlayComparison(runs, named_by)
 
 
 def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: int, seconds: float,
