@@ -21,6 +21,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .slurmenv import SlurmEnv
+
 EXIT_REQUEUE = 75  # EX_TEMPFAIL: "stopped in time, state saved, run me again"
 
 
@@ -62,10 +64,7 @@ def parse_time_left(text: str) -> float | None:
 
 def slurm_job_id() -> str:
     """This job's id as scontrol wants it: ``ARRAY_TASK`` for an array element, else the job id; '' outside SLURM."""
-    e = os.environ
-    if e.get("SLURM_ARRAY_JOB_ID") and e.get("SLURM_ARRAY_TASK_ID"):
-        return f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}"
-    return e.get("SLURM_JOB_ID", "")
+    return SlurmEnv.now().job_key
 
 
 class Deadline:
@@ -76,7 +75,7 @@ class Deadline:
 
     @classmethod
     def of_this_job(cls) -> "Deadline":
-        job = os.environ.get("SLURM_JOB_ID", "")
+        job = SlurmEnv.now().job_id
         if not job or shutil.which("squeue") is None:
             return cls(None)
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..store import atomic
+from ..cluster.slurmenv import SlurmEnv
 from ..config import Config
 from ..errors import AzhpcError, CheckpointError
 from ..game.rules import Rules, search_rules
@@ -165,7 +166,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         # how busy the machine was (1-minute load average at the start and the end): timed engines weaken with it
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": SlurmEnv.now().job_id or None,
     }
     added = append_entry(paths, entry)
     return (entry if added else find_entry(paths, plan.key) or entry), added

@@ -28,7 +28,8 @@ from pathlib import Path
 import submitit
 
 from ..store import atomic
-from ..cluster import preempt, scheduler
+from ..cluster import preempt
+from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv
 from ..config import Config
 from ..errors import AzhpcError
 from ..store.paths import RunPaths, check_run_root
@@ -36,13 +37,11 @@ from ..store.progress import TrainProgress, read_train_progress
 from ..store.runconfig import read_run_config, resolve_run_config
 from ..store.shards import generation_totals
 
-RDZV_PORT_BASE = 29400
-
 
 def _requeue(what: str, reason: str) -> None:
     """After a stage stopped in time: have SLURM run it again, then wait to be killed by the requeue.
     A stop because of SIGTERM needs nothing: SLURM is already ending the job (requeue, preemption, scancel)."""
-    if "SIGTERM" in reason or not os.environ.get("SLURM_JOB_ID"):
+    if "SIGTERM" in reason or not SlurmEnv.now().in_job:
         return
     print(f"{what} stopped ({reason}); asking SLURM to requeue job {preempt.slurm_job_id()}", file=sys.stderr, flush=True)
     error = preempt.requeue_this_job()
@@ -118,11 +117,10 @@ def check_min_data(cfg: Config, paths: RunPaths, generation: int) -> int:
 
 def _slurm_nodes() -> tuple[int, int, str, str] | None:
     """(nodes, this node's index, first node's name, job id) inside a SLURM job step, else None."""
-    e = os.environ
-    if "SLURM_JOB_ID" not in e or "SLURM_STEP_ID" not in e:
+    env = SlurmEnv.now()
+    if not env.in_step:
         return None
-    nodes = int(e.get("SLURM_JOB_NUM_NODES") or e.get("SLURM_NNODES") or 1)
-    return nodes, int(e.get("SLURM_NODEID", 0)), scheduler.first_node(e["SLURM_JOB_NODELIST"]), e["SLURM_JOB_ID"]
+    return env.num_nodes, env.nodeid, env.first_node, env.job_id
 
 
 def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None) -> list[str]:
@@ -131,7 +129,7 @@ def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: 
         cmd.append("--standalone")
     else:
         nodes, _, first, job_id = slurm
-        port = RDZV_PORT_BASE + int(job_id) % 1000 if job_id.isdigit() else f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % 1000))"
+        port = SlurmEnv(job_id=job_id).rendezvous_port if job_id.isdigit() else f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % 1000))"
         cmd += [f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={first}:{port}", f"--rdzv-id={job_id}"]
     return cmd + ["-m", "alphazero_hpc.train", "--run-dir", str(run_dir), "--generation", str(generation)]
 

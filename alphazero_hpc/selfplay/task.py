@@ -8,13 +8,13 @@ attempt would have.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
+from ..cluster.slurmenv import SlurmEnv
 from ..errors import AzhpcError, CheckpointError, ShardError, ShardSchemaError
 from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
@@ -155,8 +155,8 @@ def search_workers(cfg: Config) -> int:
     k = cfg.selfplay.search_workers
     if k >= 0:
         return k
-    cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    return max(0, int(cpus) - 1) if cpus.isdigit() else 0
+    cpus = SlurmEnv.now().cpus_per_task
+    return max(0, cpus - 1) if cpus else 0
 
 
 def _play_here(evaluator: Evaluator, cfg: Config, paths: RunPaths, generation: int, task: int, plan: TaskPlan,

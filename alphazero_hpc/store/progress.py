@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AzhpcError
+from ..cluster.slurmenv import SlurmEnv
 from . import atomic
 from .shards import Sidecar
 
@@ -72,8 +73,8 @@ class TaskProgress(_JsonRecord):
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
-    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
-    node: str = field(default_factory=lambda: os.environ.get("SLURMD_NODENAME", ""))
+    slurm_job_id: str = field(default_factory=lambda: SlurmEnv.now().record_id)
+    node: str = field(default_factory=lambda: SlurmEnv.now().node_name)
     cuda_visible_devices: str = field(default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     started: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
@@ -178,8 +179,8 @@ class TrainProgress(_JsonRecord):
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
-    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_JOB_ID", ""))
-    restart_count: int = field(default_factory=lambda: int(os.environ.get("SLURM_RESTART_COUNT", 0) or 0))
+    slurm_job_id: str = field(default_factory=lambda: SlurmEnv.now().job_id)
+    restart_count: int = field(default_factory=lambda: SlurmEnv.now().restart_count)
     nodes: int = 1
     ranks: int = 1
     started: float = field(default_factory=time.time)
@@ -202,7 +203,7 @@ class ImportProgress(_JsonRecord):
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
-    slurm_job_id: str = field(default_factory=lambda: os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", ""))
+    slurm_job_id: str = field(default_factory=lambda: SlurmEnv.now().record_id)
     started: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     elapsed_s: float = 0.0  # this attempt
@@ -238,7 +239,7 @@ class EvalProgress(_JsonRecord):
     results: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     host: str = field(default_factory=socket.gethostname)
-    slurm_job_id: str | None = field(default_factory=lambda: os.environ.get("SLURM_JOB_ID"))
+    slurm_job_id: str | None = field(default_factory=lambda: SlurmEnv.now().job_id or None)
     started: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
 

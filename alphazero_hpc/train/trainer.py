@@ -44,8 +44,8 @@ from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from ..store.progress import check_stalled, stalled_slices
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
+from ..cluster.slurmenv import SlurmEnv
 from ..store.runconfig import read_run_config
-from ..cluster.scheduler import first_node
 
 STATE_SCHEMA = 1
 REFERENCE_BATCH = 256  # lr in the config is for this global batch; it scales linearly (Goyal et al. 2017)
@@ -68,11 +68,12 @@ def dist_env() -> DistEnv:
     e = os.environ
     if "RANK" in e and "WORLD_SIZE" in e:
         return DistEnv(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)))
-    if "SLURM_PROCID" in e and int(e.get("SLURM_NTASKS", "1")) > 1 and "SLURM_STEP_ID" in e:
+    slurm = SlurmEnv.now()
+    if slurm.in_step and slurm.ntasks > 1:
         if "MASTER_ADDR" not in e:
-            e["MASTER_ADDR"] = first_node(e["SLURM_JOB_NODELIST"])
-            e["MASTER_PORT"] = str(20000 + int(e.get("SLURM_JOB_ID", "0")) % 20000)
-        return DistEnv(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)))
+            e["MASTER_ADDR"] = slurm.first_node
+            e["MASTER_PORT"] = str(slurm.rendezvous_port)
+        return DistEnv(slurm.procid, slurm.ntasks, slurm.localid)
     return DistEnv()
 
 
