@@ -56,3 +56,17 @@ def test_nothing_is_tuned_on_a_gpu_with_one_thread_or_a_fixed_count(monkeypatch)
     assert drive(StepThreads(cpu=True), {1: 0.01}, 4) == [1] * 4
     monkeypatch.setenv("AZHPC_TORCH_THREADS", "2")
     assert drive(StepThreads(cpu=True), {1: 0.01, 2: 9.0}, 6) == [2] * 6
+
+
+def test_a_slow_trial_step_does_not_cause_a_second_measurement():
+    """The trial's single step at the kept count was slow (a busy moment); the steps after it are faster. The
+    reference is the first window after the decision, so nothing is measured again."""
+    lines = []
+    tuner = StepThreads(cpu=True, log=lines.append, window=8)
+    times = iter([0.05, 0.10, 1.5] + [0.035] * 40)  # warm step; 1 thread slow once; 2 threads far slower
+    used = []
+    for _ in range(43):
+        tuner.before_step()
+        used.append(torch.get_num_threads())
+        tuner.after_step(next(times))
+    assert tuner.chosen == 1 and used[3:] == [1] * 40 and len(lines) == 1

@@ -124,8 +124,8 @@ class StepThreads:
     of CPU) with two threads and 44 ms (30 ms) with one; on a quiet machine two threads are faster
     (docs/performance.md). So the trainer times its steps with one thread and with the count it was given, in
     turn (``trials`` each; a first pair that differs by more than ``clear`` decides at once), keeps the faster and
-    says so in one line. When the kept count's recent steps drift from what was measured by more than ``drift``
-    (a process arrived or left), it measures again. ``before_step`` sets the count for the coming step and
+    says so in one line. The median of the next ``window`` steps at the kept count is its reference; when a later
+    window's median drifts from it by more than ``drift`` (a process arrived or left), it measures again. ``before_step`` sets the count for the coming step and
     ``after_step(seconds)`` takes its compute time. Nothing is tuned on a GPU, with one thread given, or with
     ``AZHPC_TORCH_THREADS`` set (which fixes the count). Thread counts change the rounding of reductions, so a
     tuned run is not bitwise reproducible (a fixed count is).
@@ -180,18 +180,21 @@ class StepThreads:
             if not self._plan:
                 self._decide()
             return
-        self._recent = (self._recent + [seconds])[-self.window:]
-        if len(self._recent) == self.window:
-            now = sorted(self._recent)[self.window // 2]
-            if now > self.drift * self._reference or now * self.drift < self._reference:
-                self._recent = []
-                self._start_trials()
+        self._recent.append(seconds)
+        if len(self._recent) < self.window:
+            return
+        now = sorted(self._recent)[self.window // 2]
+        self._recent = []
+        if not self._reference:  # the first window after a decision is the reference (a trial step is one sample)
+            self._reference = now
+        elif now > self.drift * self._reference or now * self.drift < self._reference:
+            self._start_trials()
 
     def _decide(self) -> None:
         medians = {t: sorted(v)[len(v) // 2] for t, v in self.times.items() if v}
         again = self.chosen is not None
         self.chosen = min(medians, key=lambda t: medians[t])
-        self._reference = medians[self.chosen]
+        self._reference, self._recent = 0.0, []
         self._set(self.chosen)
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
         self.log(f"{'measured again' if again else 'training on the CPU'}: a step took {tried}; using {self.chosen} "
