@@ -17,6 +17,7 @@ from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.progress import read_progress
 from alphazero_hpc.selfplay.pool import SearchPool
+from alphazero_hpc.tools.bench import measure_pool
 from alphazero_hpc.store.shards import read_shard
 from alphazero_hpc.selfplay.task import run_selfplay_task, search_workers
 
@@ -74,7 +75,7 @@ def test_workers_play_the_same_games_as_one_process(tmp_path, pipeline):
 def test_server_merges_workers_leaves_and_workers_never_import_torch(tmp_path):
     cfg = load_config(TINY, ["selfplay.games_in_flight=8", "selfplay.server_max_wait_ms=50"])
     pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, {}, 2, bench=True)
-    r = pool.bench(seconds=2.0, warmup_s=1.0)
+    r = measure_pool(pool, seconds=2.0, warmup_s=1.0)
     assert r["evaluations"] > 0 and r["simulations"] > 0
     assert r["evaluations"] / r["batches"] > 8  # one worker's leaves fill at most 8 rows: batches were merged
     assert r["torch_in_workers"] is False
@@ -87,7 +88,7 @@ def test_server_answers_workers_in_the_order_they_asked(tmp_path):
     company before serving the rest, left worker 1 with ~10% of the simulations."""
     cfg = load_config(TINY, ["selfplay.games_in_flight=8", "selfplay.server_max_batch=8", "selfplay.server_max_wait_ms=5"])
     pool = SearchPool(UniformEvaluator(cfg.model.history), cfg, RunPaths(tmp_path), 0, 0, {}, 2, bench=True)
-    r = pool.bench(seconds=3.0, warmup_s=1.0)
+    r = measure_pool(pool, seconds=3.0, warmup_s=1.0)
     assert r["evaluations"] / r["batches"] <= 8
     sims = [s.counters[0] for s in pool.slots]
     assert min(sims) > 0.3 * sum(sims), sims

@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
+from ..cluster import procs
 from ..store import atomic
 from ..errors import RunDirError, no_locks
 from ..store.paths import RunPaths
@@ -95,15 +96,12 @@ def azhpc_process_alive(pid: int, host: str) -> bool:
                              f"{host} (a pid means nothing on another machine)")
     if not pid_alive(pid):
         return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            cmdline = fh.read()
-        if not cmdline:  # a zombie (exited, not yet reaped) has none: still on its way out, as before
-            with open(f"/proc/{pid}/stat") as fh:
-                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-        return b"alphazero_hpc" in cmdline
-    except OSError:
+    command = procs.cmdline(pid)
+    if command is None:
         return True  # no /proc: trust the pid
+    if not command:  # a zombie (exited, not yet reaped) has none: still on its way out, as before
+        return procs.state(pid) in ("Z", None)
+    return b"alphazero_hpc" in command
 
 
 

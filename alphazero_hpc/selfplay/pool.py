@@ -5,10 +5,8 @@ process cannot keep a GPU busy. Here the
 task's process owns the network (and the CUDA context) and serves it; ``K`` search workers, started with
 ``spawn`` and never importing torch, each run the batched MCTS over their own games (``SelfPlayEngine``).
 
-Transport: each worker has a *slot* of shared memory (``multiprocessing.RawArray``, mapped by both sides):
-input planes, policy logits and values for up to ``games_in_flight`` leaves, and the ``SlotCounter``s. A request
-is 8 bytes on the worker's evaluation pipe (first row in its slot, rows), the answer the same 8 bytes back; no
-array is ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
+Transport (``selfplay.transport``): each worker has a *slot* of shared memory; a request is 8 bytes on the
+worker's evaluation pipe, the answer the same 8 bytes back; no array is ever pickled. The server waits for requests with ``multiprocessing.connection.wait`` on every pipe and every
 worker's process sentinel, so a dead worker is seen at once and never waited on. Whenever the network is
 free it runs one batch over the rows of the workers that have asked, in the order they asked, up to
 ``server_max_batch`` rows; ``server_max_wait_ms`` > 0 holds a partial batch until every live worker has asked
@@ -27,155 +25,27 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import struct
 import sys
 import time
 import traceback
-from contextlib import nullcontext
 from dataclasses import dataclass
-from enum import IntEnum
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..config import Config
 from ..net.cputhreads import ThreadTuner
-from ..game.encoding import NUM_MOVES, num_planes
+from ..game.encoding import num_planes
 from ..errors import AzhpcError
 from ..search.evaluator import Evaluator
 from ..store.paths import RunPaths
-from ..store.shards import Sidecar
 from ..cluster.preempt import Stop, ignore_stop_signals
 from .engine import SelfPlayEngine, group_widths
 from .output import write_complete_shard
+from .transport import (REQUEST, Died, GameDone, Hello, Message, NextShard, RemoteEvaluator, ShardDone, Slot, SlotCounter,
+                        WorkerExit, WorkerFailed, drain)
 from .plan import GameSpec, game_specs, plan_task
-
-_REQUEST = struct.Struct("<II")  # a request and its answer: first row in the worker's slot, rows
-
-
-class SlotCounter(IntEnum):
-    """The counters in a worker's slot (float64), written by the worker after every step."""
-
-    SIMULATIONS = 0
-    POSITIONS = 1  # positions recorded for training
-    WAIT_NETWORK = 2  # seconds waiting for the network's answer
-    RULES = 3  # seconds in the chess rules (new nodes: push, legal moves, end of game; compiled or python-chess)
-    TREE = 4  # seconds selecting and backing up
-    ENCODE = 5  # seconds encoding leaves into planes
-    IN_FLIGHT = 6  # games in flight now
-
-
-TIME_SPLIT = {"network_wait": SlotCounter.WAIT_NETWORK, "rules": SlotCounter.RULES, "tree": SlotCounter.TREE, "encode": SlotCounter.ENCODE}
-
-
-# Control messages of a worker to the server (the server answers NextShard with a shard number or None).
-@dataclass(frozen=True)
-class Hello:
-    pid: int
-    torch_imported: bool  # a search worker must never import torch
-
-
-@dataclass(frozen=True)
-class NextShard:
-    pass
-
-
-@dataclass(frozen=True)
-class GameDone:
-    shard: int
-    simulations: int  # the worker's simulations so far
-
-
-@dataclass(frozen=True)
-class ShardDone:
-    sidecar: Sidecar
-
-
-@dataclass(frozen=True)
-class WorkerFailed:
-    error: str  # one line
-    traceback: str
-
-
-@dataclass(frozen=True)
-class WorkerExit:
-    how: str  # done, stopped
-
-
-@dataclass(frozen=True)
-class Died:
-    """Not sent by a worker: the server's note that a worker's process ended."""
-
-
-Message = Hello | NextShard | GameDone | ShardDone | WorkerFailed | WorkerExit | Died
-
-
-class Slot:
-    """A worker's shared memory: ``rows`` leaves of input planes, their logits and values, and counters."""
-
-    def __init__(self, rows: int, history: int, ctx: Any = None) -> None:
-        self.rows, self.history = rows, history
-        ctx = ctx or mp.get_context("spawn")
-        c = num_planes(history)
-        self._raw = (ctx.RawArray("f", rows * c * 64), ctx.RawArray("f", rows * NUM_MOVES),
-                     ctx.RawArray("f", rows), ctx.RawArray("d", len(SlotCounter)))
-        self._map()
-
-    def _map(self) -> None:
-        planes, logits, values, counters = self._raw
-        self.planes = np.frombuffer(planes, np.float32).reshape(self.rows, num_planes(self.history), 8, 8)
-        self.logits = np.frombuffer(logits, np.float32).reshape(self.rows, NUM_MOVES)
-        self.values = np.frombuffer(values, np.float32)
-        self.counters = np.frombuffer(counters, np.float64)
-
-    def __getstate__(self) -> dict:  # only while spawning a worker: the RawArrays travel as shared memory
-        return {"rows": self.rows, "history": self.history, "_raw": self._raw}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._map()
-
-
-class RemoteEvaluator:
-    """The worker's side: write the leaves into the slot, send where they are, wait for the server's answer.
-
-    With the pipeline the engine's two groups of games own the two halves of the slot and each may have a
-    request out at once (``submit``): the worker searches one group while the server evaluates the other,
-    without a helper thread (whose wake-ups would wait for the GIL). The server answers a worker's requests in
-    the order they came.
-    """
-
-    def __init__(self, slot: Slot, conn: Connection, widths: tuple[int, int]) -> None:
-        self.slot, self.conn, self.history = slot, conn, slot.history
-        self.offsets = (0, widths[0])
-
-    def submit(self, planes: np.ndarray, part: int = 0) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
-        """Send the leaves of group ``part``; returns the call that waits for their answer."""
-        n, offset = len(planes), self.offsets[part]
-        self.slot.planes[offset:offset + n] = planes
-        request = _REQUEST.pack(offset, n)
-        self._talk(lambda: self.conn.send_bytes(request))
-        return lambda: self._answer(request)
-
-    def _answer(self, request: bytes) -> tuple[np.ndarray, np.ndarray]:
-        answer = self._talk(self.conn.recv_bytes)
-        if answer != request:  # pragma: no cover - a broken protocol, not a user error
-            raise AzhpcError(f"search worker got the answer {_REQUEST.unpack(answer)} for {_REQUEST.unpack(request)}")
-        offset, n = _REQUEST.unpack(request)
-        # Copies: the group's next request reuses these rows while its values are backed up.
-        return self.slot.logits[offset:offset + n].copy(), self.slot.values[offset:offset + n].copy()
-
-    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.submit(planes)()
-
-    @staticmethod
-    def _talk(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except (EOFError, OSError) as exc:
-            raise AzhpcError("the self-play task's network server has gone (it failed or was killed)") from exc
-
 
 @dataclass(frozen=True)
 class WorkerArgs:
@@ -245,29 +115,6 @@ def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection
             c[SlotCounter.IN_FLIGHT] = len(engine.active)
     finally:
         engine.close()
-
-
-def _cpu_seconds(pids: list[int]) -> list[float]:
-    """User + system CPU seconds of each process (Linux ``/proc``); empty where that cannot be read."""
-    try:
-        out = []
-        for pid in pids:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
-        return out
-    except (OSError, ValueError, IndexError):
-        return []
-
-
-def _drain(conn: Connection) -> list[Any]:
-    out = []
-    try:
-        while conn.poll():
-            out.append(conn.recv())
-    except (EOFError, OSError):
-        pass  # the worker is gone; its sentinel says so
-    return out
 
 
 @dataclass
@@ -371,7 +218,7 @@ class SearchPool:
             if kind == "eval":
                 try:
                     while True:  # with the pipeline both halves of a worker may be waiting
-                        offset, n = _REQUEST.unpack(w.eval_conn.recv_bytes())
+                        offset, n = REQUEST.unpack(w.eval_conn.recv_bytes())
                         if not self.pending:
                             self.first_request = time.monotonic()
                         self.pending.append((w.index, offset, n))
@@ -380,7 +227,7 @@ class SearchPool:
                 except (EOFError, OSError):
                     continue  # the worker is gone; its sentinel says so
             else:  # on its end, what it said before comes first (its error, its last shard)
-                messages.extend((w, m) for m in _drain(w.ctl))
+                messages.extend((w, m) for m in drain(w.ctl))
                 if kind == "exit":
                     messages.append((w, Died()))
         for w, msg in messages:  # what a worker says about itself
@@ -430,7 +277,7 @@ class SearchPool:
             w = by_index.get(index)
             if w is not None:
                 try:
-                    w.eval_conn.send_bytes(_REQUEST.pack(first, n))
+                    w.eval_conn.send_bytes(REQUEST.pack(first, n))
                 except OSError:
                     pass  # died while waiting; its sentinel says so
         if self.pending:
@@ -515,36 +362,9 @@ class SearchPool:
         self.workers[self.workers.index(w)] = self._spawn(w.index)
         return queue
 
-    # -- benchmark -----------------------------------------------------------------------------------
-    def bench(self, seconds: float, warmup_s: float, during: Any = None) -> dict:
-        """Endless games (``bench=True`` workers) for ``warmup_s`` and until the network's CPU threads are
-        tuned, then a measured window of ``seconds`` (inside the context manager ``during``, if given): counts,
-        network time, the workers' time split and each process's CPU time."""
-        self.start()
-        try:
-            self._bench_serve(warmup_s)
-            while self.threads.tuning:
-                self._bench_serve(0.2)
-            pids = [os.getpid()] + [w.pid for w in self.workers]
-            c0, s0, cpu0, t0 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids), time.perf_counter()
-            with during if during is not None else nullcontext():
-                self._bench_serve(seconds)
-            c1, s1, cpu1 = self.counters(), dict(vars(self.stats)), _cpu_seconds(pids)
-            elapsed = time.perf_counter() - t0
-        finally:
-            self.shutdown()
-        cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
-        spent = {name: (c1[i] - c0[i]) / (elapsed * self.k) for name, i in TIME_SPLIT.items()}
-        return {"seconds": elapsed, "simulations": int(c1[SlotCounter.SIMULATIONS] - c0[SlotCounter.SIMULATIONS]),
-                "positions": int(c1[SlotCounter.POSITIONS] - c0[SlotCounter.POSITIONS]),
-                "worker_time": spent,  # share of the workers' wall time
-                "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
-                "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": self.most_rows,
-                "cpu_server": cpu[0] if cpu else None, "cpu_workers": cpu[1:] or None,
-                "threads": self.threads.chosen, "thread_rates": dict(self.threads.rates),
-                "torch_in_workers": any(w.torch_imported for w in self.workers)}
-
-    def _bench_serve(self, seconds: float) -> None:
+    def serve_for(self, seconds: float) -> None:
+        """Serve the workers for ``seconds`` (a benchmark's endless games: ``bench=True``); a worker that ends is
+        an error."""
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
             for w, msg in self._serve_once(0.1):

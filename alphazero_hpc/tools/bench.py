@@ -10,10 +10,12 @@ the games played.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -294,6 +296,38 @@ def compare_selfplay(arms: list[tuple[str, int, Config]], config_name: str, devi
     return SelfPlayComparison(runs, named_by)
 
 
+def measure_pool(pool, seconds: float, warmup_s: float, during=None) -> dict:  # noqa: ANN001 - a SearchPool
+    """Endless games (a ``bench=True`` pool) for ``warmup_s`` and until the network's CPU threads are tuned, then a
+    measured window of ``seconds`` (inside the context manager ``during``, if given): counts, network time, the
+    workers' time split and each process's CPU time."""
+    from ..cluster import procs
+    from ..selfplay.transport import TIME_SPLIT, SlotCounter
+
+    pool.start()
+    try:
+        pool.serve_for(warmup_s)
+        while pool.threads.tuning:
+            pool.serve_for(0.2)
+        pids = [os.getpid()] + [w.pid for w in pool.workers]
+        c0, s0, cpu0, t0 = pool.counters(), dict(vars(pool.stats)), procs.cpu_seconds(pids), time.perf_counter()
+        with during if during is not None else nullcontext():
+            pool.serve_for(seconds)
+        c1, s1, cpu1 = pool.counters(), dict(vars(pool.stats)), procs.cpu_seconds(pids)
+        elapsed = time.perf_counter() - t0
+    finally:
+        pool.shutdown()
+    cpu = [(b - a) / elapsed for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else []
+    spent = {name: (c1[i] - c0[i]) / (elapsed * pool.k) for name, i in TIME_SPLIT.items()}
+    return {"seconds": elapsed, "simulations": int(c1[SlotCounter.SIMULATIONS] - c0[SlotCounter.SIMULATIONS]),
+            "positions": int(c1[SlotCounter.POSITIONS] - c0[SlotCounter.POSITIONS]),
+            "worker_time": spent,  # share of the workers' wall time
+            "evaluations": s1["evaluations"] - s0["evaluations"], "batches": s1["batches"] - s0["batches"],
+            "network_busy": (s1["t_network"] - s0["t_network"]) / elapsed, "most_rows": pool.most_rows,
+            "cpu_server": cpu[0] if cpu else None, "cpu_workers": cpu[1:] or None,
+            "threads": pool.threads.chosen, "thread_rates": dict(pool.threads.rates),
+            "torch_in_workers": any(w.torch_imported for w in pool.workers)}
+
+
 def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: int, seconds: float,
                 warmup_s: float) -> SelfPlayBench:
     """The search pool: ``workers`` spawned search processes, this process serving the network."""
@@ -303,7 +337,7 @@ def _bench_pool(cfg: Config, config_name: str, device: str, evaluator, workers: 
     with tempfile.TemporaryDirectory() as tmp:
         pool = SearchPool(evaluator, cfg, RunPaths(Path(tmp)), 0, 0, {}, workers, bench=True)
         gpu = GpuUtilisation(device)
-        r = pool.bench(seconds, warmup_s, during=gpu)
+        r = measure_pool(pool, seconds, warmup_s, during=gpu)
     if r["torch_in_workers"]:
         print("warning: torch was imported in a search worker (it must never touch CUDA)")
     mean_batch = r["evaluations"] / max(r["batches"], 1)

@@ -1,0 +1,42 @@
+"""This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
+command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a process
+gone) and leaves the caller to decide what that means."""
+
+from __future__ import annotations
+
+import os
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (whose parentheses may hold anything)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R, S, D, Z for a zombie, ...)."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def cmdline(pid: int) -> bytes | None:
+    """The process's command line, NUL-separated (empty for a zombie)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pids: list[int]) -> list[float]:
+    """User + system CPU seconds of each process; empty when any of them cannot be read."""
+    out = []
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is None or len(fields) < 13:
+            return []
+        out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
