@@ -85,6 +85,58 @@ class Forest:
         self.pos: list[Position] = []
         self.chain: list[tuple] = []
 
+    # -- the arrays, named for what they hold (views of the current storage: re-read them after nodes or
+    # edges are added, which may move it). Node arrays are [num_nodes], edge arrays [num_edges]. -------------
+    @property
+    def node_visits(self) -> np.ndarray:
+        """float32: visits of each node (its parent edge's N)."""
+        return self._n.a
+
+    @property
+    def node_value_sum(self) -> np.ndarray:
+        """float32: sum of the values backed up through each node, from the view of the player who moved into it."""
+        return self._w.a
+
+    @property
+    def node_first_edge(self) -> np.ndarray:
+        """int64: index of each node's first edge (its edges are contiguous)."""
+        return self._estart.a
+
+    @property
+    def node_edge_count(self) -> np.ndarray:
+        """int32: number of edges of each node; -1 until the node is expanded."""
+        return self._ecount.a
+
+    @property
+    def node_terminal_value(self) -> np.ndarray:
+        """float32: the game's result from the side to move for a finished node, NaN otherwise."""
+        return self._term.a
+
+    @property
+    def node_network_value(self) -> np.ndarray:
+        """float32: the network's value of each node (side to move), once evaluated."""
+        return self._v.a
+
+    @property
+    def node_lazy_row(self) -> np.ndarray:
+        """int32: the logits pool row of an evaluated node not yet expanded (``lazy_rows``), else -1."""
+        return self._slot.a
+
+    @property
+    def edge_prior(self) -> np.ndarray:
+        """float32: each edge's prior probability."""
+        return self._prior.a
+
+    @property
+    def edge_child(self) -> np.ndarray:
+        """int64: the node an edge leads to; -1 until the edge is first visited."""
+        return self._child.a
+
+    @property
+    def edge_move(self) -> np.ndarray:
+        """int32: each edge's move (``from | to << 6 | promotion << 12``)."""
+        return self._move.a
+
     # -- views --------------------------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:

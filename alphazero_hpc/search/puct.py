@@ -78,7 +78,7 @@ class BatchedSearch:
         """
         f = self.forest
         cfg = self.cfg
-        n_a, w_a, term, slot = f._n.a, f._w.a, f._term.a, f._slot.a
+        n_a, w_a, term, slot = f.node_visits, f.node_value_sum, f.node_terminal_value, f.node_lazy_row
         n_games = len(roots)
         games = np.arange(n_games)
         cur = roots.astype(np.int64)
@@ -93,7 +93,7 @@ class BatchedSearch:
             pending = slot[cur] >= 0
             if pending.any():  # evaluated nodes visited again get their edges now (lazy expansion)
                 f.expand_pending(np.unique(cur[pending]))
-            estart, ecount, child, prior = f._estart.a, f._ecount.a, f._child.a, f._prior.a  # may have grown
+            estart, ecount, child, prior = f.node_first_edge, f.node_edge_count, f.edge_child, f.edge_prior  # may have grown
             # A terminal node, or a root still waiting for its first evaluation, is the leaf.
             stop = ~np.isnan(term[cur]) | (ecount[cur] < 0)
             if stop.any():
@@ -118,7 +118,7 @@ class BatchedSearch:
             fpu = parent_q - fpu_red * np.sqrt((p * visited).sum(axis=1))
             if d > 0 and self.deterministic:
                 score = deterministic_scores(p, valid, visited, chn, np.where(visited, -w_a[ch] / np.maximum(chn, 1.0), 0.0),
-                                             f._v.a[cur], cfg.gumbel_c_visit, cfg.gumbel_c_scale)
+                                             f.node_network_value[cur], cfg.gumbel_c_visit, cfg.gumbel_c_scale)
             else:
                 q = np.where(visited, -w_a[ch] / np.maximum(chn, 1.0), fpu[:, None])
                 c_puct = cfg.c_init + np.log((1.0 + parent_n + cfg.c_base) / cfg.c_base)
@@ -168,14 +168,14 @@ class BatchedSearch:
         if make.size:
             positions, chains = f.pos, f.chain
             parents = leaf_parent[make].tolist()
-            new = [positions[p].push(m) for p, m in zip(parents, f._move.a[leaf_edge[make]].tolist())]
+            new = [positions[p].push(m) for p, m in zip(parents, f.edge_move[leaf_edge[make]].tolist())]
             nodes = np.asarray(f.add_nodes(new, [chains[p] for p in parents]), dtype=np.int64)
-            f._child.a[leaf_edge[make]] = nodes
+            f.edge_child[leaf_edge[make]] = nodes
             leaf[make] = nodes
         t2 = time.perf_counter()
-        term = f._term.a[leaf]
+        term = f.node_terminal_value[leaf]
         values = np.where(np.isnan(term), 0.0, term).astype(np.float32)
-        need = np.flatnonzero(np.isnan(term) & (f._ecount.a[leaf] < 0))
+        need = np.flatnonzero(np.isnan(term) & (f.node_edge_count[leaf] < 0))
         planes = None
         if need.size:
             batch = batch_from_chains([f.chain[n] for n in leaf[need].tolist()], self.history)
@@ -209,8 +209,8 @@ class BatchedSearch:
             nodes.append(nd)
             vals.append(values[games] * sign.astype(np.float32))
         all_nodes = np.concatenate(nodes)
-        f._n.a[all_nodes] += 1.0
-        f._w.a[all_nodes] += np.concatenate(vals)
+        f.node_visits[all_nodes] += 1.0
+        f.node_value_sum[all_nodes] += np.concatenate(vals)
 
 
 def deterministic_scores(p: np.ndarray, valid: np.ndarray, visited: np.ndarray, chn: np.ndarray, q: np.ndarray,
