@@ -266,3 +266,29 @@ def test_a_search_without_the_built_extension_says_how_to_build_it(monkeypatch):
     with pytest.raises(ConfigError, match="build-essential python3-dev.*mcts.move_generator=python-chess"):
         Forest(Rules(), 1)
     Forest(Rules(), 1, move_generator="python-chess")  # the reference still works
+
+
+def test_both_positions_satisfy_the_search_protocol_and_the_stub():
+    """``SearchPosition`` is what the search uses; the compiled ``Position`` and ``ChessPosition`` both offer every
+    member, and the ``.pyi`` stub declares every method and attribute the C type has (and no other)."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    from alphazero_hpc.game.position import SearchPosition
+
+    board = chess.Board("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1")
+    members = [name for name in SearchPosition.__dict__ if not name.startswith("_")]
+    assert len(members) >= 12
+    for pos in (from_board(board), ChessPosition.of(board)):
+        assert isinstance(pos, SearchPosition)
+        missing = [m for m in members if not hasattr(pos, m)]
+        assert not missing, (type(pos).__name__, missing)
+        assert isinstance(pos.push(pos.legal_moves()[0]), SearchPosition)
+    stub = ast.parse((Path(inspect.getfile(_movegen)).parent / "_movegen.pyi").read_text())
+    cls = next(n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == "Position")
+    declared = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} | \
+               {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
+    actual = {n for n in dir(_movegen.Position) if not n.startswith("_")} | {"__new__"}
+    assert declared == actual, (declared ^ actual)
+    assert {n.name for n in stub.body if isinstance(n, ast.FunctionDef)} == {"perft"}

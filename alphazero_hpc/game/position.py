@@ -8,6 +8,8 @@ python-chess is the reference for the rules: ``_movegen`` follows it to the orde
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import chess
 import numpy as np
 
@@ -21,8 +23,33 @@ except ImportError as exc:  # an install without a C compiler (setup.py builds t
     Position = perft = None  # type: ignore[assignment,misc]
     BUILD_ERROR = str(exc)
 
-__all__ = ["Position", "ChessPosition", "perft", "require_compiled", "search_position", "from_board", "to_board",
+__all__ = ["SearchPosition", "Position", "ChessPosition", "perft", "require_compiled", "search_position", "from_board", "to_board",
            "move_int", "to_move", "POLICY_INDEX", "FLIP_MOVE"]
+
+
+@runtime_checkable
+class SearchPosition(Protocol):
+    """What the search needs of a position; the compiled ``Position`` and ``ChessPosition`` both offer it
+    (``tests/test_movegen.py`` checks). Immutable: ``push`` returns the next position."""
+
+    @property
+    def pawns(self) -> int: ...
+    @property
+    def rooks(self) -> int: ...
+    @property
+    def queens(self) -> int: ...
+    @property
+    def turn(self) -> bool: ...
+    @property
+    def halfmove_clock(self) -> int: ...
+    @property
+    def ply(self) -> int: ...
+    def key(self) -> tuple: ...
+    def push(self, move: int) -> SearchPosition: ...
+    def legal_moves(self) -> list[int]: ...
+    def has_legal_moves(self) -> bool: ...
+    def is_check(self) -> bool: ...
+    def is_insufficient_material(self) -> bool: ...
 
 
 def require_compiled() -> None:
@@ -45,7 +72,7 @@ def from_board(board: chess.Board) -> Position:
                     board.castling_rights, board.ep_square, board.halfmove_clock, board.fullmove_number)
 
 
-def search_position(board: chess.Board) -> Position | ChessPosition:
+def search_position(board: chess.Board) -> SearchPosition:
     """The compiled position of ``board`` if python-chess calls it valid, else python-chess's (``ChessPosition``):
     a position python-chess accepts but no game reaches (a FEN with two kings, a stray en-passant square, unclean
     castling rights) is searched by the reference rather than by a generator that was never checked on it."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..arrays import ragged_ranges
 from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain
-from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, Position, require_compiled, search_position,
+from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, SearchPosition, require_compiled, search_position,
                              to_move)
 from ..game.rules import Rules
 
@@ -82,7 +82,7 @@ class Forest:
         self._prior = _Grow(np.float32)
         self._child = _Grow(np.int64, -1)
         self._move = _Grow(np.int32)  # each edge's move
-        self.pos: list[Position] = []
+        self.pos: list[SearchPosition] = []
         self.chain: list[tuple] = []
 
     # -- the arrays, named for what they hold (views of the current storage: re-read them after nodes or
@@ -210,7 +210,7 @@ class Forest:
         return float(self._w.a[node] / n) if n > 0 else 0.0
 
     # -- building -----------------------------------------------------------------------------------------
-    def new_node(self, pos: Position, parent_chain: tuple | None) -> int:
+    def new_node(self, pos: SearchPosition, parent_chain: tuple | None) -> int:
         """Add one node for ``pos``; see ``add_nodes``."""
         return self.add_nodes([pos], [parent_chain])[0]
 
@@ -227,7 +227,7 @@ class Forest:
             self._term.a[root] = np.nan
         return root
 
-    def add_nodes(self, positions: Sequence[Position], parent_chains: Sequence[tuple | None]) -> list[int]:
+    def add_nodes(self, positions: Sequence[SearchPosition], parent_chains: Sequence[tuple | None]) -> list[int]:
         """Add a node per position and decide which ones end the game (the per-node hot path)."""
         rules, history = self.rules, self.history
         k = len(positions)
