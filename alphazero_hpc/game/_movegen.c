@@ -24,6 +24,8 @@ enum { P = 0, N, B, R, Q, K };  /* index into bb[]; python-chess piece type = in
 #define BIT(s) (1ULL << (s))
 #define RANK1 0x00000000000000FFULL
 #define RANK8 0xFF00000000000000ULL
+#define RANK3 0x0000000000FF0000ULL  /* where a white pawn's single push lands before it may go on to rank 4 */
+#define RANK6 0x0000FF0000000000ULL  /* the same for black, to rank 5 */
 #define DARK 0xAA55AA55AA55AA55ULL
 
 static U64 KNIGHT_ATT[64], KING_ATT[64], PAWN_ATT[2][64], RAY[8][64], BETWEEN[64][64];
@@ -257,10 +259,10 @@ static void gen_pseudo(const Pos *p, MoveList *ml, U64 from_mask, U64 to_mask) {
     U64 single, dbl;
     if (us == WHITE) {
         single = (pawns << 8) & ~occ;
-        dbl = (single << 8) & ~occ & 0x00000000FFFF0000ULL;
+        dbl = ((single & RANK3) << 8) & ~occ;
     } else {
         single = (pawns >> 8) & ~occ;
-        dbl = (single >> 8) & ~occ & 0x0000FFFF00000000ULL;
+        dbl = ((single & RANK6) >> 8) & ~occ;
     }
     single &= to_mask;
     dbl &= to_mask;
@@ -438,30 +440,36 @@ static PyObject *pos_key(Pos *p, PyObject *unused) {
                          p->occ[BLACK], p->turn ? Py_True : Py_False, clean_castling(p), ep);
 }
 
+/* The closures of the attribute getters: which bitboard (the piece indices P..K, then these), which number. */
+enum { GET_WHITE = 6, GET_BLACK, GET_CASTLING };
+enum { GET_TURN, GET_EP_SQUARE, GET_HALFMOVE, GET_FULLMOVE, GET_PLY };
+
 static PyObject *pos_getbb(Pos *p, void *which) {
     intptr_t i = (intptr_t)which;
-    U64 v = i < 6 ? p->bb[i] : i == 6 ? p->occ[WHITE] : i == 7 ? p->occ[BLACK] : p->castling;
+    U64 v = i <= K ? p->bb[i] : i == GET_WHITE ? p->occ[WHITE] : i == GET_BLACK ? p->occ[BLACK] : p->castling;
     return PyLong_FromUnsignedLongLong(v);
 }
 static PyObject *pos_getint(Pos *p, void *which) {
     switch ((intptr_t)which) {
-        case 0: return PyBool_FromLong(p->turn);
-        case 1: if (p->ep < 0) Py_RETURN_NONE; return PyLong_FromLong(p->ep);
-        case 2: return PyLong_FromLong(p->halfmove);
-        case 3: return PyLong_FromLong(p->fullmove);
-        default: return PyLong_FromLong(2 * (p->fullmove - 1) + (p->turn == BLACK));
+        case GET_TURN: return PyBool_FromLong(p->turn);
+        case GET_EP_SQUARE: if (p->ep < 0) Py_RETURN_NONE; return PyLong_FromLong(p->ep);
+        case GET_HALFMOVE: return PyLong_FromLong(p->halfmove);
+        case GET_FULLMOVE: return PyLong_FromLong(p->fullmove);
+        default: return PyLong_FromLong(2 * (p->fullmove - 1) + (p->turn == BLACK));  /* GET_PLY */
     }
 }
 
 static PyGetSetDef pos_getset[] = {
-    {"pawns", (getter)pos_getbb, NULL, NULL, (void *)0}, {"knights", (getter)pos_getbb, NULL, NULL, (void *)1},
-    {"bishops", (getter)pos_getbb, NULL, NULL, (void *)2}, {"rooks", (getter)pos_getbb, NULL, NULL, (void *)3},
-    {"queens", (getter)pos_getbb, NULL, NULL, (void *)4}, {"kings", (getter)pos_getbb, NULL, NULL, (void *)5},
-    {"white", (getter)pos_getbb, NULL, NULL, (void *)6}, {"black", (getter)pos_getbb, NULL, NULL, (void *)7},
-    {"castling_rights", (getter)pos_getbb, NULL, NULL, (void *)8},
-    {"turn", (getter)pos_getint, NULL, NULL, (void *)0}, {"ep_square", (getter)pos_getint, NULL, NULL, (void *)1},
-    {"halfmove_clock", (getter)pos_getint, NULL, NULL, (void *)2},
-    {"fullmove_number", (getter)pos_getint, NULL, NULL, (void *)3}, {"ply", (getter)pos_getint, NULL, NULL, (void *)4},
+    {"pawns", (getter)pos_getbb, NULL, NULL, (void *)P}, {"knights", (getter)pos_getbb, NULL, NULL, (void *)N},
+    {"bishops", (getter)pos_getbb, NULL, NULL, (void *)B}, {"rooks", (getter)pos_getbb, NULL, NULL, (void *)R},
+    {"queens", (getter)pos_getbb, NULL, NULL, (void *)Q}, {"kings", (getter)pos_getbb, NULL, NULL, (void *)K},
+    {"white", (getter)pos_getbb, NULL, NULL, (void *)GET_WHITE}, {"black", (getter)pos_getbb, NULL, NULL, (void *)GET_BLACK},
+    {"castling_rights", (getter)pos_getbb, NULL, NULL, (void *)GET_CASTLING},
+    {"turn", (getter)pos_getint, NULL, NULL, (void *)GET_TURN},
+    {"ep_square", (getter)pos_getint, NULL, NULL, (void *)GET_EP_SQUARE},
+    {"halfmove_clock", (getter)pos_getint, NULL, NULL, (void *)GET_HALFMOVE},
+    {"fullmove_number", (getter)pos_getint, NULL, NULL, (void *)GET_FULLMOVE},
+    {"ply", (getter)pos_getint, NULL, NULL, (void *)GET_PLY},
     {NULL}};
 
 static PyMethodDef pos_methods[] = {
