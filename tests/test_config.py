@@ -113,3 +113,20 @@ def test_selfplay_of_a_generation_without_its_network_writes_nothing(tmp_path):
     r = run_cli("selfplay", "--run-dir", str(run), "--generation", "3", "--config", str(ROOT / "configs" / "tiny.yaml"))
     assert r.returncode == 1 and "gen-0003.pt not found" in r.stderr
     assert not run.exists()  # so azhpc launch can still use the folder
+
+
+def test_every_status_a_progress_record_writes_is_one_of_the_typed_statuses():
+    """Status strings are written once (store.progress.Status); a literal status anywhere else in the package that
+    is not one of them fails here."""
+    import re
+
+    from alphazero_hpc.store.progress import STATUSES
+
+    from .conftest import ROOT
+
+    found = set()
+    for path in (ROOT / "alphazero_hpc").rglob("*.py"):
+        text = path.read_text()
+        found |= set(re.findall(r"\bstatus\s*(?:==|!=|=)\s*\"([a-z ]+)\"", text))
+        found |= set(re.findall(r"\bstatus=\"([a-z ]+)\"", text))
+    assert found and found <= set(STATUSES), found - set(STATUSES)

@@ -15,7 +15,7 @@ from ..store import atomic
 from ..cluster.slurmenv import SlurmEnv
 from ..config import Config
 from ..errors import AzhpcError, CheckpointError
-from ..game.rules import Rules, search_rules
+from ..game.rules import ADJUDICATED, Rules, search_rules
 from ..store.paths import RunPaths
 from .elo import MatchScore, format_elo
 from .ledger import append_entry, find_entry
@@ -150,7 +150,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
     atomic.write_text(pgn_path, "\n".join(o.pgn for o in outcomes), doing="writing the evaluation PGN")
     score = MatchScore.from_points(o.first_points for o in outcomes)
     if plan.adjudicate_material:  # the same games under chess rules only: adjudicated games are draws
-        rules_only = MatchScore.from_points(0.5 if o.termination.startswith("material adjudication") else o.first_points
+        rules_only = MatchScore.from_points(0.5 if o.termination.startswith(ADJUDICATED) else o.first_points
                                             for o in outcomes).summary()
     overruns = sum(getattr(p, "overruns", 0) for p in (player, rival))
     entry: dict[str, Any] = {

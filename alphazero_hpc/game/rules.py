@@ -31,6 +31,7 @@ NOT_TERMINAL = math.nan
 
 # Terminations of self-play games that end in a draw by rule (material adjudication may score them).
 DRAWS_BY_RULE = ("max plies", "repetition", "no progress")
+ADJUDICATED = "material adjudication"  # a termination that starts with this was scored on material, not played out
 
 
 def material_balance(board: chess.Board) -> int:
@@ -112,5 +113,5 @@ def chess_ending(board: chess.Board, max_plies: int, adjudicate_material: int = 
         return None
     winner = material_winner(board, adjudicate_material)
     if winner:
-        return ("1-0" if winner > 0 else "0-1"), f"material adjudication ({draw})"
+        return ("1-0" if winner > 0 else "0-1"), f"{ADJUDICATED} ({draw})"
     return "1/2-1/2", draw

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import Config
 from ..game.encoding import PositionBatch, batch_from_chains, move_indices
-from ..game.rules import DRAWS_BY_RULE, Rules, material_winner
+from ..game.rules import ADJUDICATED, DRAWS_BY_RULE, Rules, material_winner
 from ..search.api import Tree, TreeSearch
 from ..search.evaluator import Evaluator
 from .plan import GameSpec
@@ -309,7 +309,7 @@ class SelfPlayEngine:
             if termination in DRAWS_BY_RULE:
                 winner = material_winner(g.board, sp.adjudicate_material)
                 if winner:
-                    outcome, termination = winner, "material adjudication"
+                    outcome, termination = winner, ADJUDICATED
             return self._finish(g, result=outcome, termination=termination)
         self._begin_move(g)
         return None

@@ -13,7 +13,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..errors import AzhpcError
 from ..cluster.slurmenv import SlurmEnv
@@ -21,6 +21,15 @@ from . import atomic
 from .shards import Sidecar
 
 PROGRESS_SCHEMA = 1
+
+# What a stage's progress record says it is doing, for every kind of record (an evaluation is never "stopped"):
+#   starting  the process has begun, before its first unit of work
+#   running   working
+#   stopped   stopped in time (a stop signal or the time limit), its work so far kept; run again, it continues
+#   done      finished
+#   failed    ended by an error; ``error`` says which
+Status = Literal["starting", "running", "stopped", "done", "failed"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 class _JsonRecord:
@@ -69,7 +78,7 @@ class TaskProgress(_JsonRecord):
     games_target: int
     shards_target: int
     schema_version: int = PROGRESS_SCHEMA
-    status: str = "starting"  # starting, running, done, failed
+    status: Status = "starting"
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
@@ -175,7 +184,7 @@ class TrainProgress(_JsonRecord):
 
     generation: int
     trained_from: int
-    status: str = "starting"  # starting, running, stopped, done, failed
+    status: Status = "starting"
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
@@ -199,7 +208,7 @@ class ImportProgress(_JsonRecord):
 
     task: int
     num_tasks: int
-    status: str = "starting"  # starting, running, stopped, done, failed
+    status: Status = "starting"
     attempt: int = 1
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
@@ -235,7 +244,7 @@ class EvalProgress(_JsonRecord):
 
     generation: int
     opponents: list[str]
-    status: str = "running"  # running, done, failed
+    status: Status = "running"
     results: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     host: str = field(default_factory=socket.gethostname)
