@@ -110,7 +110,7 @@ def test_selfplay_of_a_generation_without_its_network_writes_nothing(tmp_path):
     from .conftest import run_cli
 
     run = tmp_path / "new"
-    r = run_cli("selfplay", "--run-dir", str(run), "--generation", "3", "--config", str(ROOT / "configs" / "tiny.yaml"))
+    r = run_cli("selfplay", str(run), "--generation", "3", "--config", str(ROOT / "configs" / "tiny.yaml"))
     assert r.returncode == 1 and "gen-0003.pt not found" in r.stderr
     assert not run.exists()  # so azhpc launch can still use the folder
 

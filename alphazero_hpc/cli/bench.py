@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .app import main
-from .options import config_options
+from .options import config_options, renamed
 
 
 @main.group()
@@ -21,10 +21,12 @@ def bench() -> None:
 @config_options("configs/small.yaml")
 @click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True, help="Measured window.")
 @click.option("--device", default="auto", show_default=True)
-@click.option("--workers", default="0", show_default=True, metavar="K[,K...]",
+@click.option("--search-workers", "workers", default="0", show_default=True, metavar="K[,K...]",
               help="Search processes sharing the network (0: one process does both); a list measures each in turn.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Measure the --workers values this many times, alternating; each value's median run is shown.")
+@renamed("--workers", "--search-workers", "workers")
+@click.option("--repeats", "repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Measure the --search-workers (or --vary) values this many times, alternating; each value's median run is shown.")
+@renamed("--repeat", "--repeats", "repeat", type=click.IntRange(min=1))
 @click.option("--evaluator", type=click.Choice(["network", "uniform"]), default="network", show_default=True,
               help="uniform: a free evaluator (no network), to measure the search and the transport alone.")
 @click.option("--vary", default=None, metavar="SECTION.KEY=V1,V2[,...]",
@@ -34,7 +36,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
                        repeat: int, evaluator: str, vary: str | None, as_json: bool) -> None:
     """Self-play speed against the raw network at the same batch size, in one run.
 
-    With several --workers values (or --vary values) the runs follow each other in this process (with --repeat,
+    With several --search-workers values (or --vary values) the runs follow each other in this process (with --repeats,
     alternating, so that a shared machine's drift hits every value alike) and the last lines compare their
     simulations/s and CPU per simulation with the first value's.
     """
@@ -46,7 +48,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
         if min(ks) < 0:
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--workers")
+        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--search-workers")
     variants: list[tuple[str, tuple[str, ...]]] = [("", overrides)]
     if vary:
         key, _, values = vary.partition("=")
@@ -54,7 +56,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
             raise click.BadParameter(f"{vary!r}: give SECTION.KEY=V1,V2, e.g. mcts.lazy_rows=0,4096", param_hint="--vary")
         variants = [(f"{key}={v}", (*overrides, f"{key}={v}")) for v in dict.fromkeys(values.split(","))]
         if len(ks) > 1:
-            raise click.BadParameter("give one --workers value with --vary", param_hint="--vary")
+            raise click.BadParameter("give one --search-workers value with --vary", param_hint="--vary")
     cfgs = [load_config(config_path, o) for _, o in variants]
     ev = None
     if evaluator == "uniform":
@@ -88,7 +90,8 @@ def bench_shards_cmd(config_path: Path, overrides: tuple[str, ...], games: int, 
 
 @bench.command("train")
 @config_options("configs/small.yaml")
-@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader workers.")
+@click.option("--loader-workers", "workers", type=click.IntRange(min=0), default=2, show_default=True, help="DataLoader worker processes.")
+@renamed("--workers", "--loader-workers", "workers", type=click.IntRange(min=0))
 @click.option("--steps", type=click.IntRange(min=10), default=60, show_default=True, help="Steps of the real run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int, steps: int, as_json: bool) -> None:
@@ -135,7 +138,9 @@ def bench_import_cmd(files: tuple[Path, ...], config_path: Path, overrides: tupl
 @config_options("configs/learn.yaml")
 @click.option("--eval-games", type=click.IntRange(min=2), default=40, show_default=True, help="Games against each opponent.")
 @click.option("--simulations", type=click.IntRange(min=1), default=None, help="Simulations per move [eval.simulations].")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Stockfish processes and training threads [the cores].")
+@click.option("--stockfish-workers", "workers", type=click.IntRange(min=1), default=None,
+              help="Stockfish processes (and training threads) [default: the cores].")
+@renamed("--workers", "--stockfish-workers", "workers", type=click.IntRange(min=1))
 @click.option("--stockfish", "stockfish_path", help="Stockfish binary [default: stockfish on PATH, or /usr/games/stockfish].")
 def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, config_path: Path, overrides: tuple[str, ...],
                        eval_games: int, simulations: int | None, workers: int | None, stockfish_path: str | None) -> None:

@@ -10,37 +10,43 @@ import click
 
 from ..store.paths import DEFAULT_ROOT, newest_run
 from .app import main
-from .options import config_options
+from .options import config_options, renamed
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(path_type=Path), required=True, envvar="AZHPC_RUN_DIR", help="Run folder. Env: AZHPC_RUN_DIR.")
+@click.argument("run_dir", metavar="RUN", required=False, type=click.Path(path_type=Path))
+@renamed("--run-dir", "the positional RUN", "run_dir", type=click.Path(path_type=Path), envvar="AZHPC_RUN_DIR")
 @click.option("--generation", type=click.IntRange(min=0), default=0, show_default=True, help="Generation whose network plays.")
 @click.option("--task", type=click.IntRange(min=0), default=0, show_default=True, help="This task's index.")
 @click.option("--num-tasks", type=click.IntRange(min=1), default=1, show_default=True, help="Tasks sharing the generation's games.")
 @config_options()
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 def selfplay(run_dir: Path, generation: int, task: int, num_tasks: int, config_path: Path | None, overrides: tuple[str, ...], device: str) -> None:
-    """Play one task's share of a generation's games and write HDF5 shards.
+    """Play one task's share of a generation's games and write HDF5 shards into RUN.
 
     Started again with the same arguments it continues after its last complete shard.
     """
     from ..selfplay.task import run_selfplay_task
 
+    run_dir = _need_run(run_dir, "selfplay")
     p = run_selfplay_task(run_dir, generation, task, num_tasks, config_path, overrides, device)
     click.echo(f"generation {generation} task {task}/{num_tasks}: {p.games_in_shards} games, {p.positions} positions in "
                f"{p.shards_done} shards (W/D/L {p.white_wins}/{p.draws}/{p.black_wins}) -> {run_dir}")
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(path_type=Path), required=True, envvar="AZHPC_RUN_DIR", help="Run folder. Env: AZHPC_RUN_DIR.")
+@click.argument("run_dir", metavar="RUN", required=False, type=click.Path(path_type=Path))
+@renamed("--run-dir", "the positional RUN", "run_dir", type=click.Path(path_type=Path), envvar="AZHPC_RUN_DIR")
 @click.option("--generation", type=click.IntRange(min=0), required=True, help="Train on the window ending at this generation; writes gen+1.")
 @click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, help="Ranks on this machine (torchrun standalone).")
-@click.option("--workers", type=click.IntRange(min=0), default=None, help="DataLoader workers per rank [default: train.loader_workers].")
+@click.option("--loader-workers", "workers", type=click.IntRange(min=0), default=None,
+              help="DataLoader worker processes per rank [default: train.loader_workers].")
+@renamed("--workers", "--loader-workers", "workers", type=click.IntRange(min=0))
 def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | None) -> None:
-    """Train generation G's replay window and write models/gen-(G+1).pt (resumes if interrupted)."""
+    """Train generation G's replay window of RUN and write models/gen-(G+1).pt (resumes if interrupted)."""
     import subprocess
 
+    run_dir = _need_run(run_dir, "train")
     args = ["--run-dir", str(run_dir), "--generation", str(generation)] + (["--workers", str(workers)] if workers is not None else [])
     if nproc_per_node == 1:
         from ..train.trainer import main as train_main
@@ -247,7 +253,9 @@ def _newest_run() -> Path:
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True, help="Where runs go (checked for writing).")
+@click.option("--runs-root", "run_dir", type=click.Path(path_type=Path), default=DEFAULT_ROOT, show_default=True,
+              help="The folder that holds run folders (checked for writing).")
+@renamed("--run-dir", "--runs-root", "run_dir", type=click.Path(path_type=Path))
 def doctor(run_dir: Path) -> None:
     """Check devices (CUDA, MPS, CPU), SLURM commands, the run folder and versions."""
     from ..tools.doctor import run_doctor
@@ -256,3 +264,7 @@ def doctor(run_dir: Path) -> None:
         click.echo(f"[{'ok' if c.ok else '--'}] {c.name:14s} {c.detail}")
 
 
+def _need_run(run_dir: Path | None, command: str) -> Path:
+    if run_dir is None:
+        raise click.UsageError(f"give the run folder: azhpc {command} RUN ...")
+    return run_dir

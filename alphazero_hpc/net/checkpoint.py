@@ -41,7 +41,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint dict (weights_only) or raise a one-line CheckpointError."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found: train the previous generation first (azhpc train) or check --run-dir/--generation")
+        raise CheckpointError(f"checkpoint {path} not found: train the previous generation first (azhpc train) or check the run folder and --generation")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds for truncated or foreign files

@@ -80,7 +80,7 @@ def run_selfplay_task(
     paths = RunPaths(Path(run_dir))
     if generation > 0 and evaluator is None and not paths.model(generation).exists():  # before anything is written
         raise CheckpointError(f"checkpoint {paths.model(generation)} not found: train the previous generation first "
-                              f"(azhpc train --generation {generation - 1}) or check --run-dir/--generation")
+                              f"(azhpc train --generation {generation - 1}) or check the run folder and --generation")
     cfg = resolve_run_config(paths, config_path, overrides)
     plan = plan_task(cfg, task, num_tasks)
     task_dir = paths.task_dir(generation, task)

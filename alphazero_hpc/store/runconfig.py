@@ -17,7 +17,7 @@ def read_run_config(paths: RunPaths) -> Config:
     try:
         data = yaml.safe_load(paths.config.read_text())
     except FileNotFoundError as exc:
-        raise RunDirError(f"{paths.root} is not an azhpc run folder (no config.yaml): check --run-dir") from exc
+        raise RunDirError(f"{paths.root} is not an azhpc run folder (no config.yaml): check the run folder") from exc
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{paths.config} is corrupt ({str(exc).splitlines()[0]}): restore it from a backup or from "
                           "the config the run was launched with (each checkpoint and shard records its digest)") from exc
