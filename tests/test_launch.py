@@ -459,10 +459,12 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
     the run ends with every game exactly once, the task's positions equal an uninterrupted replay of it, and
     training logs every planned step exactly once."""
     run = tmp_path / "slrq"
-    # SIGTERM leaves self-play running until SLURM's SIGKILL (srun waited 12 s on the testbed): the task must have more than
-    # that left after its first shard, or it finishes in the first attempt (64 games took 11 s on a quiet host)
+    # SIGTERM leaves self-play running until SLURM's SIGKILL (srun waited 12 s on the testbed): the task must have far
+    # more than that left after its first shard, or it finishes in the first attempt. At tiny's 16 simulations the
+    # remaining 124 games took 11-15 s on a quiet host and the test failed there (2026-11-25); at 64 they take ~4x as
+    # long, so the kill lands mid-work on a host three times faster too
     record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=256", "--set", "train.replay_ratio=3",
-                          generations=1)
+                          "--set", "mcts.simulations=64", "--set", "mcts.fast_simulations=16", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
     deadline = time.time() + 240
     while not list((run / "selfplay" / "gen-0000" / "task-0000").glob("shard-*.json")) and time.time() < deadline:
