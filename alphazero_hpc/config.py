@@ -1,8 +1,8 @@
 """One typed configuration tree for a run.
 
 Sections are frozen dataclasses; each field has a comment saying what it means and ``__post_init__``
-validates ranges. ``load_config`` reads a YAML file from ``configs/`` and applies ``--set section.key=value``
-overrides; an unknown key or a value of the wrong type raises ``ConfigError`` naming the key and the valid
+validates ranges; a key with a fixed set of choices is typed as a ``Literal`` and checked by ``_check_choices``.
+``load_config`` reads a YAML file from ``configs/`` and applies ``--set section.key=value`` overrides; an unknown key or a value of the wrong type raises ``ConfigError`` naming the key and the valid
 choices. The resolved config is frozen into the run folder, every checkpoint and every shard.
 """
 
@@ -17,7 +17,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
@@ -31,6 +31,32 @@ def _check(cond: bool, key: str, msg: str) -> None:
         raise ConfigError(f"config value {key}: {msg}")
 
 
+# The choices of the config's enumerated keys: each is checked by ``_check_choices``, and nowhere else.
+Algorithm = Literal["puct", "gumbel"]
+Interior = Literal["puct", "deterministic"]
+Precision = Literal["auto", "bf16", "float32"]
+MoveGenerator = Literal["compiled", "python-chess"]
+Compression = Literal["gzip", "lzf", "none"]
+Amp = Literal["auto", "bf16", "fp16", "off"]
+LrSchedule = Literal["constant", "cosine"]
+Repetitions = Literal[2, 3, 5]
+
+
+def _choices(hint: Any) -> tuple[Any, ...]:
+    """The values of a Literal type, else ()."""
+    return typing.get_args(hint) if typing.get_origin(hint) is Literal else ()
+
+
+def _check_choices(section: object) -> None:
+    """Every Literal-typed field of a section holds one of its choices (called first by each ``__post_init__``)."""
+    name = {cls: n for n, cls in SECTIONS.items()}.get(type(section), type(section).__name__)
+    for key, hint in typing.get_type_hints(type(section)).items():
+        choices = _choices(hint)
+        value = getattr(section, key)
+        if choices and not any(value == c and type(value) is type(c) for c in choices):
+            raise ConfigError(f"config value {name}.{key}: must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Residual network: input planes -> tower -> policy (4672 logits) and value (win/draw/loss) heads."""
@@ -42,6 +68,7 @@ class ModelConfig:
     value_hidden: int = 64  # width of the value head's hidden layer
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(1 <= self.blocks <= 64, "model.blocks", "must be in 1..64")
         _check(8 <= self.filters <= 1024, "model.filters", "must be in 8..1024")
         _check(self.se_ratio == 0 or self.filters % self.se_ratio == 0, "model.se_ratio", "must divide filters (or be 0)")
@@ -63,37 +90,34 @@ class MCTSConfig:
     dirichlet_alpha: float = 0.3  # root noise concentration (AlphaZero chess: 0.3)
     dirichlet_epsilon: float = 0.25  # root noise weight; 0 disables noise
     tree_reuse: bool = True  # keep the chosen child's subtree for the next move
-    algorithm: str = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
+    algorithm: Algorithm = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
                              # target at the root (search/gumbel.py); learns with few simulations
     gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)
     gumbel_c_visit: float = 50.0  # gumbel: sigma(q) = (c_visit + max visits) * c_scale * q, q rescaled to [0, 1]
     gumbel_c_scale: float = 1.0
-    gumbel_interior: str = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
+    gumbel_interior: Interior = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
                                    # lags its improved policy most)
     lazy_rows: int = 0  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
                         # they become edges (most leaves are never visited again); 0: at once. Pays off with Gumbel's
                         # root (configs/learn.yaml: 4096), not with PUCT since moves are compiled (docs/performance.md)
-    precision: str = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
+    precision: Precision = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
                              # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX), float32
-    move_generator: str = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
+    move_generator: MoveGenerator = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
                                       # reference: the same games, slower; for checks and A/B benchmarks)
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.simulations >= 1, "mcts.simulations", "must be >= 1")
         _check(0 <= self.lazy_rows <= 200_000, "mcts.lazy_rows", "must be in 0..200000 (18.7 KB a row)")
-        _check(self.move_generator in ("compiled", "python-chess"), "mcts.move_generator", "must be compiled or python-chess")
-        _check(self.precision in ("auto", "bf16", "float32"), "mcts.precision", "must be auto, bf16 or float32")
         _check(1 <= self.fast_simulations <= self.simulations, "mcts.fast_simulations", "must be in 1..simulations")
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")
         _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
         _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
         _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
-        _check(self.algorithm in ("puct", "gumbel"), "mcts.algorithm", "must be puct or gumbel")
         _check(2 <= self.gumbel_considered <= 256, "mcts.gumbel_considered", "must be in 2..256")
         _check(self.gumbel_c_visit >= 0 and self.gumbel_c_scale > 0, "mcts.gumbel_c_visit",
                "gumbel_c_visit must be >= 0 and gumbel_c_scale > 0")
-        _check(self.gumbel_interior in ("puct", "deterministic"), "mcts.gumbel_interior", "must be puct or deterministic")
 
 
 @dataclass(frozen=True)
@@ -119,10 +143,10 @@ class SelfPlayConfig:
     resign_threshold: float = -0.9  # resign when the root value stays below this; -1 disables resigning
     resign_consecutive: int = 2  # own moves in a row below the threshold before resigning
     resign_playthrough: float = 0.1  # share of games that never resign, to measure false positives
-    repetitions_for_draw: int = 3  # occurrences of a position that end the game (3: threefold)
+    repetitions_for_draw: Repetitions = 3  # occurrences of a position that end the game (3: threefold)
     no_progress_plies: int = 100  # plies without capture or pawn move that end the game (100: 50-move rule)
     pgn_games_per_shard: int = 1  # games of each shard also saved as PGN for people to read
-    shard_compression: str = "gzip"  # HDF5 filter for shard datasets: gzip, lzf or none
+    shard_compression: Compression = "gzip"  # HDF5 filter for shard datasets: gzip, lzf or none
     search_workers: int = -1  # search processes sharing one network server per task (docs/performance.md);
                               # 0: one process searches and evaluates; -1 (auto): the CPUs SLURM gave the task
                               # (SLURM_CPUS_PER_TASK) minus one, and 0 outside a SLURM job
@@ -131,6 +155,7 @@ class SelfPlayConfig:
     search_worker_restarts: int = 2  # search workers that died (killed, OOM) are restarted this many times per task
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.games_per_generation >= 1, "selfplay.games_per_generation", "must be >= 1")
         _check(self.games_per_shard >= 1, "selfplay.games_per_shard", "must be >= 1")
         _check(self.games_in_flight >= 1, "selfplay.games_in_flight", "must be >= 1")
@@ -143,10 +168,8 @@ class SelfPlayConfig:
         _check(-1.0 <= self.resign_threshold <= 1.0, "selfplay.resign_threshold", "must be in [-1, 1]")
         _check(self.resign_consecutive >= 1, "selfplay.resign_consecutive", "must be >= 1")
         _check(0.0 <= self.resign_playthrough <= 1.0, "selfplay.resign_playthrough", "must be in [0, 1]")
-        _check(self.repetitions_for_draw in (2, 3, 5), "selfplay.repetitions_for_draw", "must be 2, 3 or 5")
         _check(self.no_progress_plies in range(2, 256), "selfplay.no_progress_plies", "must be in 2..255")
         _check(self.pgn_games_per_shard >= 0, "selfplay.pgn_games_per_shard", "must be >= 0")
-        _check(self.shard_compression in ("gzip", "lzf", "none"), "selfplay.shard_compression", "must be gzip, lzf or none")
         _check(self.search_workers >= -1, "selfplay.search_workers", "must be >= 0, or -1 for auto")
         _check(self.server_max_batch == 0 or self.server_max_batch >= self.games_in_flight, "selfplay.server_max_batch",
                "must be 0 (no limit) or >= selfplay.games_in_flight (one worker's leaves)")
@@ -166,7 +189,7 @@ class TrainConfig:
     window_positions: int = 0  # ... and, if > 0, only the newest shards holding up to this many positions
     replay_ratio: float = 4.0  # positions trained per new position of the generation
     checkpoint_every: int = 50  # steps between resumable training states
-    amp: str = "auto"  # mixed precision: auto (bf16 on CUDA, off on CPU), bf16, fp16 (with a grad scaler), off
+    amp: Amp = "auto"  # mixed precision: auto (bf16 on CUDA, off on CPU), bf16, fp16 (with a grad scaler), off
     compile: bool = False  # torch.compile the network
     channels_last: bool = False  # NHWC memory layout (helps tensor cores)
     loader_workers: int = 2  # DataLoader worker processes per rank
@@ -178,6 +201,7 @@ class TrainConfig:
                                        # (lc0's q_ratio), as a win/draw/loss distribution; 0: the result alone
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _check(self.lr > 0, "train.lr", "must be > 0")
         _check(0 <= self.momentum < 1, "train.momentum", "must be in [0, 1)")
@@ -186,7 +210,6 @@ class TrainConfig:
         _check(self.replay_ratio > 0, "train.replay_ratio", "must be > 0")
         _check(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
         _check(self.window_positions >= 0, "train.window_positions", "must be >= 0")
-        _check(self.amp in ("auto", "bf16", "fp16", "off"), "train.amp", "must be auto, bf16, fp16 or off")
         _check(self.loader_workers >= 0, "train.loader_workers", "must be >= 0")
         _check(0.0 < self.min_selfplay_fraction <= 1.0, "train.min_selfplay_fraction", "must be in (0, 1]")
         _check(0.0 <= self.value_target_q_ratio <= 1.0, "train.value_target_q_ratio", "must be in [0, 1]")
@@ -212,6 +235,7 @@ class SlurmConfig:
     qos: str = ""
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.cpus_per_task >= 1, "slurm.cpus_per_task", "must be >= 1")
         _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
         _check(self.nodes >= 1, "slurm.nodes", "must be >= 1")
@@ -249,6 +273,7 @@ class EvalConfig:
     time_min: int = 30  # time limit of an evaluation job, minutes
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.games >= 1, "eval.games", "must be >= 1")
         _check(self.simulations >= 0, "eval.simulations", "must be >= 0 (0: mcts.simulations)")
         _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
@@ -290,8 +315,11 @@ class PretrainConfig:
 
     epochs: float = 1.0  # passes over the imported positions (train.batch_size, train.lr as for any generation)
     max_steps: int = 0  # > 0: at most this many steps
+    lr_schedule: LrSchedule = "constant"  # constant: train.lr after the warm-up, as self-play generations; cosine: from
+                                   # train.lr down to 1% of it over the planned steps (one long supervised run)
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(math.isfinite(self.epochs) and 0 < self.epochs <= 1000, "pretrain.epochs", "must be in (0, 1000]")
         _check(self.max_steps >= 0, "pretrain.max_steps", "must be >= 0 (0: no limit)")
 
@@ -304,6 +332,7 @@ class RunConfig:
     generations: int = 2  # generations a launch plays and trains
 
     def __post_init__(self) -> None:
+        _check_choices(self)
         _check(self.seed >= 0, "run.seed", "must be >= 0")
         _check(self.generations >= 1, "run.generations", "must be >= 1")
 
@@ -334,7 +363,10 @@ SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f
 
 
 def _convert(key: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against the field type ``hint``; ints are accepted for floats, nothing else is coerced."""
+    """Check ``value`` against the field type ``hint``; ints are accepted for floats, nothing else is coerced. A
+    Literal's values are checked by the section (``_check_choices``), the type of its values here."""
+    if choices := _choices(hint):
+        hint = type(choices[0])
     if hint is bool:
         ok = isinstance(value, bool)
     elif hint is int:
@@ -432,7 +464,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         sect = data.setdefault(section, {})
         if not isinstance(sect, dict):
             raise ConfigError(f"config section {section} must be a mapping")
-        if typing.get_type_hints(SECTIONS[section]).get(key) is str:  # not YAML: "no" stays "no", "a #b" stays whole
+        hint = typing.get_type_hints(SECTIONS[section]).get(key)
+        if hint is str or isinstance((_choices(hint) or (0,))[0], str):  # not YAML: "no" stays "no", "a #b" stays whole
             value = text.split("=", 1)[1].strip()
         sect[key] = value
     return config_from_dict(data)

@@ -7,6 +7,29 @@ callers can catch the specific subclasses; all of them are ``ValueError``s, as p
 from __future__ import annotations
 
 import errno
+import os
+import sys
+
+
+def debugging() -> bool:
+    """The one debug switch: ``AZHPC_DEBUG`` set and not 0 makes user errors raise with their traceback."""
+    return os.environ.get("AZHPC_DEBUG", "") not in ("", "0")
+
+
+def failure_line(exc: BaseException) -> str:
+    """How every record states a failure (progress records, training outcomes, worker messages): one line, the
+    message of a user's error, ``Type: message`` of anything else (a bug: the traceback is recorded beside it)."""
+    text = str(exc) if isinstance(exc, AzhpcError) and str(exc) else f"{type(exc).__name__}: {exc}".rstrip(": ")
+    return text.splitlines()[0]
+
+
+def report(exc: BaseException) -> int:
+    """A process's last word on a user's error: ``Error: <line>`` on stderr and exit status 1 (what click prints for
+    the CLI), or the error raised again under ``AZHPC_DEBUG``. Call it from an ``except`` block."""
+    if debugging():
+        raise exc
+    print(f"Error: {exc}", file=sys.stderr, flush=True)
+    return 1
 
 
 class AzhpcError(ValueError):

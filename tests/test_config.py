@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import yaml
 
@@ -130,3 +132,26 @@ def test_every_status_a_progress_record_writes_is_one_of_the_typed_statuses():
         found |= set(re.findall(r"\bstatus\s*(?:==|!=|=)\s*\"([a-z ]+)\"", text))
         found |= set(re.findall(r"\bstatus=\"([a-z ]+)\"", text))
     assert found and found <= set(STATUSES), found - set(STATUSES)
+
+
+def test_every_choice_key_is_a_literal_checked_in_one_place():
+    """Each enumerated key is a Literal: each of its choices loads, a value outside them is one line naming them all,
+    and no section checks a choice by hand (``_check(self.x in (...))``) beside ``_check_choices``."""
+    import dataclasses
+    import typing
+
+    from alphazero_hpc.config import SECTIONS, _choices
+
+    from .conftest import ROOT
+
+    literal = [(s, f.name, _choices(typing.get_type_hints(cls)[f.name])) for s, cls in SECTIONS.items()
+               for f in dataclasses.fields(cls) if _choices(typing.get_type_hints(cls)[f.name])]
+    assert {f"{s}.{k}" for s, k, _ in literal} >= {"mcts.algorithm", "mcts.precision", "train.amp", "pretrain.lr_schedule",
+                                                   "selfplay.shard_compression", "selfplay.repetitions_for_draw"}
+    for section, key, choices in literal:
+        for choice in choices:
+            assert getattr(getattr(load_config(None, [f"{section}.{key}={choice}"]), section), key) == choice
+        with pytest.raises(ConfigError, match=f"{section}.{key}: must be one of {', '.join(map(str, choices))}, got"):
+            load_config(None, [f"{section}.{key}={'nonesuch' if isinstance(choices[0], str) else 999}"])
+    source = (ROOT / "alphazero_hpc" / "config.py").read_text()
+    assert not re.search(r"_check\(self\.\w+ in \(", source)

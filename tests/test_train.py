@@ -15,6 +15,7 @@ from alphazero_hpc.config import load_config
 from alphazero_hpc.train.data import BatchPlan, ShardRef, replay_window
 from alphazero_hpc.search.fakes import UniformEvaluator
 from alphazero_hpc.store.paths import RunPaths
+from alphazero_hpc.store.progress import read_train_outcomes
 from alphazero_hpc.train.trainer import plan_steps
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
@@ -191,12 +192,15 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     assert proc.returncode == 75, err[-3000:]
     assert not paths.model(1).exists(), "the stop must land mid-run"
     saved = torch.load(paths.train_dir(1) / "state.pt", weights_only=True)["step"]
-    assert err.count(f"Stopped: at step {saved}/{steps}") == 2 and 3 <= saved < steps
+    assert err.count(f"stopped at step {saved}/{steps}") == 2 and 3 <= saved < steps
+    outcomes = read_train_outcomes(paths.train_outcomes(1, 0))  # how each rank ended, as the stage read it
+    assert [(o.status, o.rank, o.step, o.steps) for o in outcomes] == [("stopped", 0, saved, steps), ("stopped", 1, saved, steps)]
     assert json.loads(paths.train_progress(1).read_text())["status"] == "stopped"
 
     res = subprocess.run(cmd(paths), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"resuming at step {saved}/{steps}" in res.stdout
+    assert [(o.status, o.step) for o in read_train_outcomes(paths.train_outcomes(1, 0))] == [("done", steps)] * 2
     assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
     sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum ([-+.0-9e]+)", text)
             for name, text in (("clean", clean.stdout), ("stopped", res.stdout))}
@@ -215,3 +219,17 @@ def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_training_goes_on(tmp_
     assert f"{meta['rows']} rows, its sidecar says {meta['rows'] + 500}" in res.stderr
     assert paths.model(1).exists()
     assert paths.shard(0, 0, 2).with_name("shard-00002.h5.bad").exists() and not sidecar.exists()
+
+
+def test_pretraining_lr_schedules():
+    """Warm-up over the first 5% of pretraining's steps, then constant, or with pretrain.lr_schedule=cosine a half
+    cosine that ends at 1% on the last step; a self-play generation's schedule ignores the setting."""
+    from alphazero_hpc.train.trainer import PRETRAIN, lr_factor
+
+    constant, cosine = lr_factor(1000, PRETRAIN, "constant"), lr_factor(1000, PRETRAIN, "cosine")
+    assert constant(0) == cosine(0) == pytest.approx(1 / 50) and constant(49) == cosine(49) == 1.0
+    assert [constant(s) for s in (100, 500, 999)] == [1.0] * 3
+    decay = [cosine(s) for s in range(49, 1000)]
+    assert all(a >= b for a, b in zip(decay, decay[1:])) and decay[-1] == pytest.approx(0.01)
+    assert cosine(524) == pytest.approx(0.505, abs=0.01)  # half way through the decay
+    assert [lr_factor(1000, 3, "cosine")(s) for s in (0, 500, 999)] == [1.0] * 3

@@ -3,11 +3,9 @@ shows tracebacks)."""
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from ..errors import AzhpcError
+from ..errors import AzhpcError, debugging
 
 class AzhpcGroup(click.Group):
     """Turns AzhpcError and OSError into one-line messages unless AZHPC_DEBUG is set, and lists each command with
@@ -26,7 +24,7 @@ class AzhpcGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (AzhpcError, OSError) as exc:
-            if os.environ.get("AZHPC_DEBUG"):
+            if debugging():
                 raise
             if isinstance(exc, OSError):
                 from ..errors import describe_os_error

@@ -11,13 +11,48 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from typing import Any, Iterator
+from typing import Iterator, TypedDict
 
 from ..store import atomic
 from ..errors import RunDirError, describe_os_error, no_locks
 from ..store.paths import RunPaths
 
 LEDGER_SCHEMA = 1
+
+
+class LedgerEntry(TypedDict, total=False):
+    """One finished match, a line of the ledger (``evaluate.runner.play_plan`` writes it; keys marked optional are
+    present only when they apply). Elo figures are the first player's, null when unbounded (the score says which way)."""
+
+    schema: int  # LEDGER_SCHEMA
+    key: str  # the match's identity: players, games, simulations, openings, seed (never appended twice)
+    player: str  # gen:K, or an opponent spec (a ladder calibration's rung)
+    opponent: str  # an opponent spec: previous, gen:K, random, greedy, stockfish:..., fairy-stockfish:...
+    generation: int  # the network generation that played (-1: none, an engine pair)
+    simulations: int  # the network's simulations per move
+    openings: str  # book, or random:K
+    seed: int
+    max_plies: int
+    adjudicate_material: int  # > 0: draws by rule with this much material ahead scored as wins
+    rules_only: dict  # optional, with adjudicate_material: the same games' score under chess rules only
+    wins: int  # the first player's, over ``games``
+    draws: int
+    losses: int
+    games: int
+    score: float  # (wins + draws / 2) / games
+    elo: float | None
+    elo_low: float | None  # 95% interval
+    elo_high: float | None
+    los: float  # likelihood of superiority
+    mean_plies: float
+    terminations: dict[str, int]  # how the games ended, counted (game.rules' names; ADJUDICATED ones prefixed)
+    clock_overruns: int  # optional: moves of a timed engine that overran its clock
+    seconds: float  # the match's wall time
+    pgn: str  # the games, relative to the run folder
+    load_average: list[float]  # 1-minute load at the start and the end: timed engines weaken with it
+    finished: str  # ISO time
+    host: str
+    slurm_job_id: str | None
 
 
 @contextlib.contextmanager
@@ -36,7 +71,7 @@ def _locked(paths: RunPaths) -> Iterator[None]:
         yield
 
 
-def read_ledger(paths: RunPaths) -> list[dict[str, Any]]:
+def read_ledger(paths: RunPaths) -> list[LedgerEntry]:
     """Every entry, oldest first; a line that does not parse is reported, not skipped silently."""
     ledger = paths.ledger
     try:
@@ -57,13 +92,13 @@ def read_ledger(paths: RunPaths) -> list[dict[str, Any]]:
     return entries
 
 
-def find_entry(paths: RunPaths, key: str) -> dict[str, Any] | None:
+def find_entry(paths: RunPaths, key: str) -> LedgerEntry | None:
     return next((e for e in read_ledger(paths) if e["key"] == key), None)
 
 
-def append_entry(paths: RunPaths, entry: dict[str, Any]) -> bool:
+def append_entry(paths: RunPaths, entry: LedgerEntry) -> bool:
     """Add ``entry`` unless one with its key is there; returns whether it was added."""
-    entry = {"schema": LEDGER_SCHEMA, **entry}
+    entry = LedgerEntry(schema=LEDGER_SCHEMA, **entry)
     with _locked(paths):
         entries = read_ledger(paths)
         if any(e["key"] == entry["key"] for e in entries):

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from ..store import atomic
 from ..cluster.slurmenv import SlurmEnv
@@ -18,7 +18,7 @@ from ..errors import AzhpcError, CheckpointError
 from ..game.rules import ADJUDICATED, Rules, search_rules
 from ..store.paths import RunPaths
 from .elo import MatchScore, format_elo
-from .ledger import append_entry, find_entry
+from .ledger import LedgerEntry, append_entry, find_entry
 from .match import openings_from_spec, play_match
 from .engines import EnginePlayer, canonical_engine_name, is_engine_spec, parse_engine
 from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer
@@ -100,7 +100,7 @@ def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules:
 def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: int | None = None,
              simulations: int | None = None, openings: str | None = None, seed: int = 0, max_plies: int | None = None,
              device: str = "auto", stockfish: str | None = None, adjudicate_material: int | None = None,
-             echo: Callable[[str], None] = lambda s: None, fairy_stockfish: str | None = None) -> tuple[dict[str, Any], bool]:
+             echo: Callable[[str], None] = lambda s: None, fairy_stockfish: str | None = None) -> tuple[LedgerEntry, bool]:
     """Play generation ``generation`` against ``opponent`` unless the ledger has that match; returns (its entry,
     whether it was played now)."""
     ev = cfg.eval
@@ -116,7 +116,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
 
 def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
                   engines: Mapping[str, str | None] | None = None,
-                  echo: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
+                  echo: Callable[[str], None] = lambda s: None) -> tuple[LedgerEntry, bool]:
     """Play ``plan`` unless the ledger has it, save its PGN and append it to the ledger; returns (its entry,
     whether it was played now). ``cfg`` sizes the network players and how many games run at once."""
     done = find_entry(paths, plan.key)
@@ -153,7 +153,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         rules_only = MatchScore.from_points(0.5 if o.termination.startswith(ADJUDICATED) else o.first_points
                                             for o in outcomes).summary()
     overruns = sum(getattr(p, "overruns", 0) for p in (player, rival))
-    entry: dict[str, Any] = {
+    entry: LedgerEntry = {  # type: ignore[typeddict-item]  # score.summary()'s keys are LedgerEntry's
         "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": plan.generation,
         "simulations": plan.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
         "adjudicate_material": plan.adjudicate_material,
@@ -172,7 +172,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
     return (entry if added else find_entry(paths, plan.key) or entry), added
 
 
-def describe(entry: dict[str, Any]) -> str:
+def describe(entry: LedgerEntry) -> str:
     """One line: who played whom, W/D/L, score, Elo with its interval, LOS."""
     s = entry["score"]
     lo, hi = format_elo(entry["elo_low"], 0.0), format_elo(entry["elo_high"], 1.0)

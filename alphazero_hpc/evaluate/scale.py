@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..config import Config
-from ..errors import AzhpcError
+from ..errors import AzhpcError, report
 from ..store import atomic
 from ..store.paths import RunPaths
 from .elo import Z95, MatchScore, fit_ratings
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
-from .ledger import read_ledger
+from .ledger import LedgerEntry, read_ledger
 from .match import book_openings
 from .runner import MatchPlan, play_recorded
 
@@ -201,7 +201,7 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
 
 
 # -- the fit and the shipped table ----------------------------------------------------------------------
-def rung_matches(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str, MatchScore]]:
+def rung_matches(entries: Iterable[LedgerEntry]) -> list[tuple[str, str, MatchScore]]:
     """The matches between rungs, chess rules only."""
     return [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries
             if e["player"] in RUNGS and e["opponent"] in RUNGS and not e.get("adjudicate_material", 0)]
@@ -432,5 +432,4 @@ if __name__ == "__main__":  # one calibration task: python -m alphazero_hpc.eval
         calibrate_task(Path(sys.argv[1]), CalibrationSpec(**json.loads(sys.argv[4])), int(sys.argv[2]), int(sys.argv[3]),
                        json.loads(sys.argv[5]))
     except AzhpcError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(report(exc))

@@ -23,7 +23,7 @@ import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, TypedDict
 
 from ..cluster import procs
 from ..store import atomic
@@ -105,13 +105,35 @@ def azhpc_process_alive(pid: int, host: str) -> bool:
 
 
 
+# What the local supervisor is doing (a SLURM run has none: its jobs chain themselves):
+#   running    playing and training the run's stages
+#   resuming   azhpc resume has handed the run to a new supervisor, which has not started yet
+#   done       every generation trained (and evaluated, if eval is enabled)
+#   failed     a stage failed more than slurm.max_attempts times, or a training failed; ``error`` says which
+#   cancelled  stopped by azhpc cancel or a signal
+#   lost       (azhpc status only) the recorded state is running but the process is gone
+SupervisorState = Literal["running", "resuming", "done", "failed", "cancelled", "lost"]
+
+
+class SupervisorRecord(TypedDict, total=False):
+    """The launch record's ``supervisor`` entry (local runs only)."""
+
+    pid: int
+    host: str
+    state: SupervisorState
+    error: str  # failed, cancelled, lost: why, in one line
+    started: float  # time.time()
+    updated: float
+    max_attempts: int  # set by azhpc resume --max-attempts: overrides slurm.max_attempts for this supervisor
+
+
 @dataclass
 class LaunchRecord:
     plan: LaunchPlan
     command: str = ""
     created: float = field(default_factory=time.time)
     jobs: list[JobRecord] = field(default_factory=list)
-    supervisor: dict[str, Any] = field(default_factory=dict)
+    supervisor: SupervisorRecord = field(default_factory=SupervisorRecord)
     events: list[dict[str, Any]] = field(default_factory=list)  # e.g. {"time": ..., "event": "cancel", "jobs": [...]}
     schema_version: int = RECORD_SCHEMA
 
@@ -130,7 +152,7 @@ class LaunchRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LaunchRecord":
         return cls(plan=LaunchPlan.from_json(data["plan"]), command=data.get("command", ""), created=data.get("created", 0.0),
-                   jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=data.get("supervisor", {}), events=data.get("events", []),
+                   jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=SupervisorRecord(**data.get("supervisor", {})), events=data.get("events", []),
                    schema_version=data.get("schema_version", RECORD_SCHEMA))
 
 

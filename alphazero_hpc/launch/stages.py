@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import submitit
 
@@ -31,9 +33,9 @@ from ..store import atomic
 from ..cluster import preempt
 from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv
 from ..config import Config
-from ..errors import AzhpcError
+from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths, check_run_root
-from ..store.progress import TrainProgress, read_train_progress
+from ..store.progress import Ended, TrainProgress, read_train_outcomes, read_train_progress
 from ..store.runconfig import read_run_config, resolve_run_config
 from ..store.shards import generation_totals
 
@@ -58,13 +60,14 @@ class SelfPlayStage(submitit.helpers.Checkpointable):
     Stops before the job's time limit and requeues its job; on SLURM's USR2 submitit calls ``checkpoint``
     (the same call again: the state is the complete shards on disk) and requeues the job."""
 
-    def __call__(self, run_dir: str, generation: int, task: int, num_tasks: int) -> dict:
+    def __call__(self, run_dir: str, generation: int, task: int, num_tasks: int) -> StageResult:
         from ..selfplay.task import run_selfplay_task
 
         p = run_selfplay_task(run_dir, generation, task, num_tasks, deadline=preempt.Deadline.of_this_job())
         if p.status == "stopped":
             _requeue(f"generation {generation} self-play task {task}", p.error)
-        return {"task": task, "status": p.status, "games": p.games_in_shards, "positions": p.positions, "shards": p.shards_done}
+        return StageResult("selfplay", _ended(p.status), {"task": task, "games": p.games_in_shards, "positions": p.positions,
+                                                         "shards": p.shards_done})
 
 
 selfplay_stage = SelfPlayStage()
@@ -74,14 +77,15 @@ class ImportStage(submitit.helpers.Checkpointable):
     """One element of an ``azhpc import-pgn --tasks`` array: the task's missing shards (the files and filters are
     in ``RUN/import/import.json``). Stops before the time limit and requeues, like a self-play task."""
 
-    def __call__(self, run_dir: str, task: int) -> dict:
+    def __call__(self, run_dir: str, task: int) -> StageResult:
         from ..pgn.task import read_spec, run_import_task
 
         spec = read_spec(RunPaths(Path(run_dir)))
         p = run_import_task(run_dir, spec, task, deadline=preempt.Deadline.of_this_job())
         if p.status == "stopped":
             _requeue(f"import task {task}", p.error)
-        return {"task": task, "status": p.status, "games": p.games, "positions": p.positions, "malformed": p.malformed}
+        return StageResult("import", _ended(p.status), {"task": task, "games": p.games, "positions": p.positions,
+                                                       "malformed": p.malformed})
 
 
 import_stage = ImportStage()
@@ -123,7 +127,9 @@ def _slurm_nodes() -> tuple[int, int, str, str] | None:
     return env.num_nodes, env.nodeid, env.first_node, env.job_id
 
 
-def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None) -> list[str]:
+def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None,
+                     outcomes: Path | None = None) -> list[str]:
+    """The command that starts this node's training ranks; with ``outcomes``, each rank writes how it ended there."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if slurm is None:
         cmd.append("--standalone")
@@ -131,7 +137,8 @@ def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: 
         nodes, _, first, job_id = slurm
         port = SlurmEnv(job_id=job_id).rendezvous_port if job_id.isdigit() else f"$(({RDZV_PORT_BASE} + SLURM_JOB_ID % 1000))"
         cmd += [f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={first}:{port}", f"--rdzv-id={job_id}"]
-    return cmd + ["-m", "alphazero_hpc.train", "--run-dir", str(run_dir), "--generation", str(generation)]
+    cmd += ["-m", "alphazero_hpc.train", "--run-dir", str(run_dir), "--generation", str(generation)]
+    return cmd + (["--outcomes", str(outcomes)] if outcomes is not None else [])
 
 
 class _TrainProgress:
@@ -153,6 +160,19 @@ class _TrainProgress:
 _torchrun: subprocess.Popen | None = None  # the running torchrun agent (module level: the stage is pickled)
 
 
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage's process did (its last stdout line, and its submitit job's result). A stage that fails raises
+    instead, so ``status`` is ``done`` or ``stopped`` (stopped in time, work kept; its job is requeued)."""
+
+    stage: Literal["selfplay", "import", "train"]
+    status: Ended
+    counts: dict[str, int]  # what it has done, all attempts: task/games/positions/shards, or generation/node
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.status}: " + ", ".join(f"{k} {v}" for k, v in self.counts.items())
+
+
 def forward_stop(signum: int = 0, frame=None) -> None:  # noqa: ARG001 - also a signal handler
     """Tell the training ranks to save their state and stop: USR2 to torchrun's tree (torchrun ignores it)."""
     if _torchrun is not None and _torchrun.poll() is None:
@@ -163,7 +183,7 @@ class TrainStage(submitit.helpers.Checkpointable):
     """One node's share of a training job (see ``train_stage``). On SLURM's USR2 submitit calls
     ``checkpoint`` on the first node: the ranks save their state and exit, then submitit requeues the job."""
 
-    def __call__(self, run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
+    def __call__(self, run_dir: str, generation: int, nproc_per_node: int = 1) -> StageResult:
         return train_stage(run_dir, generation, nproc_per_node)
 
     def checkpoint(self, *args, **kwargs):
@@ -185,9 +205,10 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
     nodes, node_index = (slurm[0], slurm[1]) if slurm else (1, 0)
     out = paths.model(generation + 1)
     progress = _TrainProgress(paths, generation, node_index == 0, nodes, nodes * nproc_per_node)
+    counts = {"generation": generation + 1, "node": node_index}
     if out.exists():
         progress.write(status="done")
-        return {"generation": generation + 1, "status": "exists"}
+        return StageResult("train", "done", counts)
     try:
         if generation < 0:
             check_import_done(paths)
@@ -197,12 +218,13 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         else:
             check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        code, error, stopped = _run_forwarding_errors(torchrun_command(run_dir, generation, nproc_per_node, slurm))
+        code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
+                                                              paths.train_outcomes(generation + 1, node_index)))
         if stopped:
             progress.write(status="stopped", error=stopped)
             if node_index == 0:
                 _requeue(f"generation {generation} training", stopped)
-            return {"generation": generation + 1, "status": "stopped", "node": node_index}
+            return StageResult("train", "stopped", counts)
         if code != 0:
             raise AzhpcError(error or f"torchrun exited with status {code}; the job log has the details")
         if node_index == 0 and not out.exists():
@@ -211,36 +233,40 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         progress.write(status="stopped", error="stopped by SLURM's warning signal, requeued")
         raise
     except BaseException as exc:
-        progress.write(status="failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        progress.write(status="failed", error=failure_line(exc))
         raise
     progress.write(status="done")
-    return {"generation": generation + 1, "status": "trained", "node": node_index}
+    return StageResult("train", "done", counts)
 
 
-def _run_forwarding_errors(cmd: list[str]) -> tuple[int, str, str]:
-    """Run torchrun ``cmd`` with USR2 ignored (SLURM signals every process of the step: the agent must
-    survive it, the ranks handle it), pass its stderr through, and return (exit status, the trainer's last
-    one-line error, the trainer's 'Stopped:' line if it stopped in time)."""
+def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
+    """Run torchrun ``cmd`` with USR2 ignored (SLURM signals every process of the step: the agent must survive it,
+    the ranks handle it), its output passed through, and return (exit status, a failed rank's error line, a stopped
+    rank's message) from the outcome records that this node's ranks wrote (``--outcomes``)."""
     global _torchrun
-    error = stopped = ""
+    folder = Path(cmd[cmd.index("--outcomes") + 1])
+    for stale in folder.glob("local-*.json"):  # an earlier attempt's
+        stale.unlink()
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
-    with subprocess.Popen(ignoring_usr2, stderr=subprocess.PIPE, text=True, env=env) as proc:
+    with subprocess.Popen(ignoring_usr2, env=env) as proc:
         _torchrun = proc
         try:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                sys.stderr.write(line)
-                if line.startswith("Error: "):
-                    error = line[len("Error: "):].strip()
-                elif line.startswith("Stopped: "):
-                    stopped = line[len("Stopped: "):].strip()
+            proc.wait()
         except BaseException:
             proc.send_signal(signal.SIGTERM)
             raise
         finally:
             _torchrun = None
-    return proc.returncode, error, stopped
+    outcomes = read_train_outcomes(folder)
+    failed = [o.message for o in outcomes if o.status == "failed"]
+    stopped = [o.message for o in outcomes if o.status == "stopped"]
+    return proc.returncode, (failed[0] if failed else ""), (stopped[0] if stopped else "")
+
+
+def _ended(status: str) -> Ended:
+    """A task's progress status once its run returned: done, or stopped in time (it raises when it fails)."""
+    return "stopped" if status == "stopped" else "done"
 
 
 def eval_stage(run_dir: str, generation: int) -> int:
@@ -291,23 +317,20 @@ def main(argv: list[str] | None = None) -> int:
             preempt.Stop.install(signal.SIGUSR2)
             result = import_stage(args.run_dir, args.task)
             print(result, flush=True)
-            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
+            return preempt.EXIT_REQUEUE if result.status == "stopped" else 0
         elif args.stage == "selfplay":
             preempt.Stop.install(signal.SIGUSR2)  # stop, keep complete shards, requeue (SIGTERM: SLURM is ending the job)
             result = selfplay_stage(args.run_dir, args.generation, args.task, args.num_tasks)
             print(result, flush=True)
-            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
+            return preempt.EXIT_REQUEUE if result.status == "stopped" else 0
         else:
             for s in (signal.SIGUSR2, signal.SIGTERM):  # the ranks save their state and stop
                 signal.signal(s, forward_stop)
             result = train_stage(args.run_dir, args.generation, args.nproc_per_node)
             print(result, flush=True)
-            return preempt.EXIT_REQUEUE if result["status"] == "stopped" else 0
+            return preempt.EXIT_REQUEUE if result.status == "stopped" else 0
     except (AzhpcError, OSError) as exc:
-        if os.environ.get("AZHPC_DEBUG"):
-            raise
-        print(f"Error: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return report(exc)
     return 0
 
 

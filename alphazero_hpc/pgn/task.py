@@ -20,7 +20,7 @@ import chess.pgn
 
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
-from ..errors import AzhpcError, RunDirError, ShardError, ShardSchemaError
+from ..errors import AzhpcError, RunDirError, ShardError, ShardSchemaError, failure_line
 from ..store import atomic
 from ..store.paths import RunPaths
 from ..store.progress import ImportProgress, check_stalled, read_import_progress, stalled_slices
@@ -303,7 +303,7 @@ def run_import_task(run_dir: str | Path, spec: ImportSpec, task: int = 0, config
                       "logs say what stopped each slice")
         return t.run()
     except BaseException as exc:
-        t.p.status, t.p.error = "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        t.p.status, t.p.error = "failed", failure_line(exc)
         try:
             t.p.write(paths.import_progress(task))
         except Exception:  # noqa: BLE001 - the first error matters more

@@ -21,9 +21,9 @@ from ..cluster import scheduler
 from ..config import Config
 from ..errors import AzhpcError
 from ..evaluate.elo import format_elo
-from ..evaluate.ledger import read_ledger
+from ..evaluate.ledger import LedgerEntry, read_ledger
 from ..launch.plan import LaunchPlan
-from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, azhpc_process_alive, read_record
+from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, SupervisorRecord, azhpc_process_alive, read_record
 from ..store.paths import RunPaths
 from ..store.progress import TaskProgress, read_eval_progress, read_import_progress, read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
@@ -153,7 +153,7 @@ class RunStatus:
     plan: LaunchPlan
     config_sha256: str
     generations: list[GenerationStatus]
-    supervisor: dict[str, Any] | None = None  # local runs: the launch record's supervisor entry
+    supervisor: SupervisorRecord | None = None  # local runs: the launch record's supervisor entry
     scheduler_error: str = ""  # SLURM runs: why the jobs' states are unknown (squeue did not answer)
     imported: ImportStatus | None = None  # the run's PGN import, if it has one
     pretrain: TrainStatus | None = None  # training generation 0 on the imported games (launch --pretrain)
@@ -261,7 +261,7 @@ def collect(run_dir: Path) -> RunStatus:
             silent = str(exc)
     supervisor = None
     if record is not None and record.supervisor:
-        supervisor = dict(record.supervisor)
+        supervisor = SupervisorRecord(**record.supervisor)
         if supervisor.get("state") == "running" and _alive(int(supervisor.get("pid", 0) or 0), supervisor.get("host", "")) is False:
             supervisor["state"] = "lost"
             supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
@@ -294,7 +294,7 @@ def _imported(paths: RunPaths) -> ImportStatus | None:
         positions_per_s=sum(p.positions_per_s for p in found if p.status == "running"))
 
 
-def _ledger(paths: RunPaths) -> tuple[list[dict[str, Any]], str]:
+def _ledger(paths: RunPaths) -> tuple[list[LedgerEntry], str]:
     """The evaluation ledger's entries (read once per status), or the line saying why it cannot be read."""
     try:
         return read_ledger(paths), ""
@@ -345,7 +345,7 @@ def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
 
 
 def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict, g: int,
-                ledger: tuple[list[dict[str, Any]], str]) -> GenerationStatus:
+                ledger: tuple[list[LedgerEntry], str]) -> GenerationStatus:
     sp = _selfplay(paths, cfg, plan, record, states, g)
     jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
     return GenerationStatus(g, sp, _train(paths, plan, g, jobs), _eval(paths, g + 1, jobs, ledger), jobs)
@@ -374,7 +374,7 @@ def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> Tra
     return train
 
 
-def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[dict[str, Any]], str]) -> EvalStatus | None:
+def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[LedgerEntry], str]) -> EvalStatus | None:
     """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
     progress, its job, and every ledger match that network played. None when it was never evaluated."""
     all_entries, ledger_error = ledger

@@ -37,7 +37,7 @@ import numpy as np
 from ..config import Config
 from ..net.cputhreads import ThreadTuner
 from ..game.encoding import num_planes
-from ..errors import AzhpcError
+from ..errors import AzhpcError, failure_line
 from ..search.evaluator import Evaluator
 from ..store.paths import RunPaths
 from ..cluster.preempt import Stop, ignore_stop_signals
@@ -69,7 +69,7 @@ def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Conne
         ctl.send(WorkerExit("stopped" if stop.is_set() else "done"))
     except BaseException as exc:  # noqa: BLE001 - reported to the server, which fails the task with it
         try:
-            ctl.send(WorkerFailed(f"{type(exc).__name__}: {exc}".splitlines()[0], traceback.format_exc()[-8000:]))
+            ctl.send(WorkerFailed(failure_line(exc), traceback.format_exc()[-8000:]))
         except (OSError, ValueError):
             pass
         sys.exit(1)

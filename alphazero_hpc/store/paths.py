@@ -87,6 +87,10 @@ class RunPaths:
         """Where each attempt of network ``generation``'s training started (the stall rule's record)."""
         return self.train_dir(generation) / "slices.json"
 
+    def train_outcomes(self, generation: int, node: int) -> Path:
+        """Folder of the outcome records (``local-L.json``) of node ``node``'s ranks, read by that node's stage."""
+        return self.train_dir(generation) / "outcomes" / f"node-{node}"
+
     def train_metrics(self, generation: int) -> Path:
         """One JSON line per training step of the job writing ``generation``."""
         return self.train_dir(generation) / "metrics.jsonl"

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ..errors import AzhpcError
+from ..errors import AzhpcError, failure_line
 from ..cluster.slurmenv import SlurmEnv
 from . import atomic
 from .shards import Sidecar
@@ -29,6 +29,8 @@ PROGRESS_SCHEMA = 1
 #   done      finished
 #   failed    ended by an error; ``error`` says which
 Status = Literal["starting", "running", "stopped", "done", "failed"]
+# How a stage's process ended, the subset of Status that an ended process can have:
+Ended = Literal["stopped", "done", "failed"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 
@@ -145,7 +147,7 @@ class ProgressFile:
     def fail(self, exc: BaseException) -> None:
         """Record why the task died; never raises (the original error matters more)."""
         self.p.status = "failed"
-        self.p.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        self.p.error = failure_line(exc)
         self.p.traceback = "".join(traceback.format_exception(exc))[-8000:]
         try:
             self.write()
@@ -200,6 +202,27 @@ class TrainProgress(_JsonRecord):
 
 def read_train_progress(path: Path) -> TrainProgress | None:
     return _read(TrainProgress, path)
+
+
+@dataclass
+class TrainOutcome(_JsonRecord):
+    """How one training rank ended (``train/gen-N/outcomes/node-K/local-L.json``): the trainer writes it as its
+    last act and its node's stage reads it after torchrun returns (each node reads its own ranks')."""
+
+    status: Ended  # done (network written, or written before), stopped (state saved, run again) or failed
+    rank: int = 0
+    step: int = 0  # steps trained, all attempts
+    steps: int = 0  # steps planned
+    message: str = ""  # stopped: why and where the state is; failed: the error line; done: what was done
+
+    def write(self, folder: Path, local_rank: int) -> None:
+        atomic.write_json(folder / f"local-{local_rank}.json", self.to_json(), doing="writing the training outcome")
+
+
+def read_train_outcomes(folder: Path) -> list[TrainOutcome]:
+    """The outcomes of a node's ranks that wrote one (a rank killed before its end wrote none)."""
+    found = (_read(TrainOutcome, p) for p in sorted(folder.glob("local-*.json")))
+    return [o for o in found if o is not None]
 
 
 @dataclass

@@ -9,6 +9,7 @@ costs, and no less is possible since the import parses.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import tempfile
 import time
@@ -55,6 +56,12 @@ def bench_import(files: Sequence[Path], config: str | Path | None = None, overri
             "import_over_parse": statistics.median(imp) / statistics.median(parse)}
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have been waited for (Stockfish, pretraining)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def learning_check(out: Path, stockfish: str, games: int = 1600, depth: int = 2, config: str | Path | None = None,
                    overrides: Sequence[str] = (), eval_games: int = 40, simulations: int = 0,
                    opponents: Sequence[str] = ("random", "greedy"), workers: int = 1, echo=print) -> list[dict]:
@@ -74,19 +81,20 @@ def learning_check(out: Path, stockfish: str, games: int = 1600, depth: int = 2,
     out.mkdir(parents=True, exist_ok=True)
     pgn = out / f"stockfish-d{depth}-{games}.pgn"
     if not pgn.exists():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         write_stockfish_pgn(pgn, stockfish, games, seed=0, depth=depth, workers=workers)
-        echo(f"{games} Stockfish depth-{depth} games in {time.perf_counter() - t0:.0f} s -> {pgn}")
+        echo(f"{games} Stockfish depth-{depth} games in {time.perf_counter() - t0:.0f} s, {cpu_seconds() - c0:.0f} CPU s -> {pgn}")
     run = RunPaths(out / "run")
+    c0 = cpu_seconds()
     p = run_import_task(run.root, ImportSpec.of([pgn]), 0, config, overrides)
-    echo(f"imported {p.games} games, {p.positions} positions")
+    echo(f"imported {p.games} games, {p.positions} positions ({cpu_seconds() - c0:.0f} CPU s)")
     if not run.model(0).exists():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         done = subprocess.run([sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run.root), "--generation", "-1"],
                               env={**os.environ, "OMP_NUM_THREADS": str(max(1, workers))}, capture_output=True, text=True)
         if done.returncode != 0:
             raise AzhpcError(f"pretraining failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-        echo(f"pretrained generation 0 in {time.perf_counter() - t0:.0f} s -> {run.model(0)}")
+        echo(f"pretrained generation 0 in {time.perf_counter() - t0:.0f} s, {cpu_seconds() - c0:.0f} CPU s -> {run.model(0)}")
     cfg = read_run_config(run)
     entries = []
     for opponent in opponents:

@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -40,9 +41,9 @@ from ..net.cputhreads import StepThreads
 from ..net.model import build_model
 from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window
-from ..errors import AzhpcError
+from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths
-from ..store.progress import check_stalled, stalled_slices
+from ..store.progress import TrainOutcome, check_stalled, stalled_slices
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
 from ..cluster.slurmenv import SlurmEnv
 from ..store.runconfig import read_run_config
@@ -102,6 +103,20 @@ def plan_steps(cfg: Config, paths: RunPaths, generation: int) -> int:
     if fresh == 0:
         raise AzhpcError(f"generation {generation} has no complete self-play shards in {paths.selfplay(generation)}: run its self-play first")
     return max(1, math.ceil(cfg.train.replay_ratio * fresh / cfg.train.batch_size))
+
+
+def lr_factor(steps: int, generation: int, schedule: str) -> Callable[[int], float]:
+    """The learning rate's factor at each step: a linear warm-up over the first 5% of generation 0's (and
+    pretraining's) steps; for pretraining with ``cosine``, then a half cosine down to 1% at the last step."""
+    warmup = max(1, steps // 20) if generation <= 0 else 1
+    cosine = generation == PRETRAIN and schedule == "cosine"
+
+    def factor(step: int) -> float:
+        if step + 1 < warmup or not cosine:
+            return min(1.0, (step + 1) / warmup)
+        done = min(1.0, (step + 1 - warmup) / max(1, steps - warmup))
+        return 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * done))
+    return factor
 
 
 @dataclass
@@ -173,12 +188,12 @@ class Trainer:
             what = "pretrain" if self.generation == PRETRAIN else f"gen {self.generation}"
             print(f"[train {what}->{self.generation + 1}] {msg}", flush=True)
 
-    def run(self) -> dict:
-        """Train the planned steps from the last training state (if any) and write the next network. Returns
-        ``{"status": "trained" | "stopped" | "already trained", "steps": ...}``."""
+    def run(self) -> TrainOutcome:
+        """Train the planned steps from the last training state (if any) and write the next network. The outcome
+        is done (written now, or before: its message says which) or stopped (state saved; run again to go on)."""
         if self.out.exists():
             self.log(f"{self.out} exists: generation already trained, nothing to do")
-            return {"status": "already trained"}
+            return TrainOutcome("done", self.env.rank, message=f"{self.out} existed: already trained")
         steps = plan_steps(self.cfg, self.paths, self.generation)
         mine = self._my_shards(steps)
         s = self._start(steps, mine)
@@ -234,7 +249,7 @@ class Trainer:
             if s.step % self.cfg.train.checkpoint_every == 0 and s.step < steps:
                 self._save_state(s.model, s.opt, s.sched, s.step, s.skipped, s.consumed)
                 t_last = time.perf_counter()
-        return self._finish(s)
+        return self._finish(s, steps)
 
     def _my_shards(self, steps: int) -> list[ShardRef]:
         """This rank's share of the replay window (every world-th shard)."""
@@ -262,8 +277,7 @@ class Trainer:
             model, payload = load_model(self.paths.model(self.generation), expect=self.cfg.model)
         model.to(self.device)
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=tc.momentum, weight_decay=tc.weight_decay, nesterov=True)
-        warmup = max(1, steps // 20) if self.generation <= 0 else 1
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(steps, self.generation, self.cfg.pretrain.lr_schedule))
         step = skipped = consumed = 0
         if self.state_path.exists():
             state = read_checkpoint(self.state_path)
@@ -329,18 +343,20 @@ class Trainer:
             for key, value in row.items():
                 s.tb.add_scalar(f"train/{key}", value, s.step)
 
-    def _stopped(self, s: _Session, steps: int, first_step: int, reason: str) -> dict:
-        """Save the state at the batch not applied, then say so on every rank (each node's stage reads its own)."""
+    def _stopped(self, s: _Session, steps: int, first_step: int, reason: str) -> TrainOutcome:
+        """Save the state at the batch not applied, then say so on every rank (each node's stage reads its own
+        ranks' outcomes)."""
         self._save_state(s.model, s.opt, s.sched, s.step, s.skipped, s.consumed - 1)
         if self.env.world > 1:
             dist.barrier()  # saved before any node's stage asks SLURM to requeue (which kills the job)
         if s.tb is not None:
             s.tb.close()
-        print(f"Stopped: at step {s.step}/{steps} ({s.step - first_step} this attempt), {reason}; state saved in "
-              f"{self.state_path} (rank {self.env.rank})", file=sys.stderr, flush=True)
-        return {"status": "stopped", "steps": s.step}
+        message = (f"at step {s.step}/{steps} ({s.step - first_step} this attempt), {reason}; state saved in "
+                   f"{self.state_path}")
+        print(f"[train rank {self.env.rank}] stopped {message}", file=sys.stderr, flush=True)
+        return TrainOutcome("stopped", self.env.rank, s.step, steps, message)
 
-    def _finish(self, s: _Session) -> dict:
+    def _finish(self, s: _Session, steps: int) -> TrainOutcome:
         """Rank 0 writes the next generation's network (with its optimizer moments and metrics)."""
         if s.tb is not None:
             s.tb.close()
@@ -357,7 +373,7 @@ class Trainer:
             # Ranks leave together: a rank that tore gloo down while rank 0 was still writing the checkpoint
             # aborted ("terminate called without an active exception") and failed the job after its work was done.
             dist.barrier()
-        return {"status": "trained", "steps": s.step}
+        return TrainOutcome("done", self.env.rank, s.step, steps, f"trained {s.step} steps: {self.out}")
 
     def _check_slices(self, step: int) -> None:
         """Give up, in one line, once ``slurm.max_attempts`` attempts in a row ended without saving a later step;
@@ -433,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", required=True, type=int)
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank (default: train.loader_workers)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--outcomes", type=Path, default=None,
+                        help="folder where this rank writes its outcome as local-LOCAL_RANK.json (the stage reads it)")
     args = parser.parse_args(argv)
     Stop.install()  # USR2 (SLURM's warning) and TERM (requeue, preemption): save the state at the next step
     env = dist_env()
@@ -442,18 +460,18 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.set_device(env.local_rank)
         dist.init_process_group(backend)
     try:
-        result = Trainer(args.run_dir, args.generation, env, args.workers, args.device, Deadline.of_this_job()).run()
-        if result["status"] == "stopped":
-            return EXIT_REQUEUE
+        outcome = Trainer(args.run_dir, args.generation, env, args.workers, args.device, Deadline.of_this_job()).run()
     except AzhpcError as exc:
-        if os.environ.get("AZHPC_DEBUG"):
-            raise
-        print(f"Error: {exc}", file=sys.stderr, flush=True)
-        return 1
+        outcome = TrainOutcome("failed", env.rank, message=failure_line(exc))
+        if args.outcomes is not None:
+            outcome.write(args.outcomes, env.local_rank)
+        return report(exc)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    return 0
+    if args.outcomes is not None:
+        outcome.write(args.outcomes, env.local_rank)
+    return EXIT_REQUEUE if outcome.status == "stopped" else 0
 
 
 if __name__ == "__main__":
