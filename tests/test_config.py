@@ -155,3 +155,23 @@ def test_every_choice_key_is_a_literal_checked_in_one_place():
             load_config(None, [f"{section}.{key}={'nonesuch' if isinstance(choices[0], str) else 999}"])
     source = (ROOT / "alphazero_hpc" / "config.py").read_text()
     assert not re.search(r"_check\(self\.\w+ in \(", source)
+
+
+def test_every_state_string_is_one_of_the_typed_states():
+    """What status shows of a stage, a local job or the supervisor is typed (report.status.StageState,
+    launch.record.LocalJobState / SupervisorState); a lower-case state literal anywhere else fails here."""
+    import typing
+
+    from alphazero_hpc.launch.record import LocalJobState, SupervisorState
+    from alphazero_hpc.report.status import StageState
+
+    from .conftest import ROOT
+
+    typed = {*typing.get_args(StageState), *typing.get_args(LocalJobState), *typing.get_args(SupervisorState)}
+    found = set()
+    for path in (ROOT / "alphazero_hpc").rglob("*.py"):
+        text = path.read_text()
+        found |= set(re.findall(r"\bstate\s*(?:==|!=|=)\s*\"([a-z ]+)\"", text))
+        found |= set(re.findall(r"\bstate=\"([a-z ]+)\"", text))
+        found |= set(re.findall(r"\[\"state\"\]\s*=\s*\"([a-z ]+)\"", text))
+    assert len(found) >= 5 and found <= typed, found - typed

@@ -34,6 +34,11 @@ from .plan import LaunchPlan
 RECORD_SCHEMA = 1
 
 
+# A local stage process, as the supervisor records it: running, done (exit 0), failed (another exit), cancelled
+# (azhpc cancel stopped it); "" for a SLURM job.
+LocalJobState = Literal["", "running", "done", "failed", "cancelled"]
+
+
 @dataclass
 class JobRecord:
     generation: int
@@ -43,7 +48,7 @@ class JobRecord:
     attempt: int = 1  # submissions of this generation and stage so far
     dependency: str = ""
     submitted: float = field(default_factory=time.time)
-    state: str = ""  # local runs: running, done, failed; SLURM runs ask the scheduler
+    state: LocalJobState = ""  # SLURM runs ask the scheduler (SLURM's state names); local runs record it here
     exit_code: int | None = None
     log: str = ""
     indices: list[int] = field(default_factory=list)  # element i runs task indices[i]; empty: tasks[0] + i

@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..cluster import scheduler
 from ..config import Config
@@ -30,12 +30,20 @@ from ..store.runconfig import read_run_config
 from ..store.shards import SidecarCache, generation_totals
 
 
+# What azhpc status says of a task, a training or an evaluation: a progress record's Status, or what the launch record
+# and the scheduler add where the process has written none:
+#   pending    not started yet (queued, or waiting for its dependency)
+#   starting, running, stopped, done, failed   as store.progress.Status says
+#   cancelled  its job was cancelled before it ran (azhpc cancel, scancel)
+StageState = Literal["pending", "starting", "running", "stopped", "done", "failed", "cancelled"]
+
+
 @dataclass(frozen=True)
 class TaskRow:
     """One self-play task of a generation."""
 
     task: int
-    state: str  # done, running, pending, failed
+    state: StageState  # done, running, pending, stopped or failed
     detail: str  # why it is pending or failed
     attempt: int
     games: int
@@ -74,7 +82,7 @@ class SelfPlayStatus:
 class TrainStatus:
     """The training job that writes the next generation's network."""
 
-    state: str  # pending, starting, running, stopped, done, failed, cancelled
+    state: StageState
     step: int
     steps: int
     policy_loss: float | None
@@ -90,7 +98,7 @@ class EvalStatus:
     """The evaluation of the network a generation's training wrote."""
 
     network: int
-    state: str
+    state: StageState
     matches: list[str]  # one line per match in the ledger
     error: str
 
@@ -206,7 +214,7 @@ def _metrics(paths: RunPaths, generation: int, tail: int = 16384) -> dict[str, A
 
 
 def _task_state(t: int, progress: TaskProgress | None, record: LaunchRecord | None, states: dict,
-                generation: int) -> tuple[str, str]:
+                generation: int) -> tuple[StageState, str]:
     """(state, detail) of one self-play task."""
     if progress is not None and progress.status == "done":
         return "done", ""
