@@ -230,6 +230,9 @@ class SlurmConfig:
                            # (a new complete shard, a later saved step), and azhpc resume after this many failures
     max_slices: int = 1000  # a backstop: a job stopped at its time limit (SLURM's USR2) is requeued at most this many
                             # times (submitit's max_num_timeout; its default of 3 failed a training job needing 5)
+    max_submit_jobs: int = 0  # job records (array elements count one each) the run may keep queued at once: the chain
+                              # is submitted a window of generations at a time and extends itself from its training
+                              # jobs (launch/window.py); 0: the site's limit, read from sacctmgr/scontrol
     partition: str = ""  # empty: the cluster's default
     account: str = ""
     qos: str = ""
@@ -239,6 +242,7 @@ class SlurmConfig:
         _check(self.cpus_per_task >= 1, "slurm.cpus_per_task", "must be >= 1")
         _check(self.selfplay_time_min >= 1 and self.train_time_min >= 1, "slurm.selfplay_time_min", "must be >= 1")
         _check(self.nodes >= 1, "slurm.nodes", "must be >= 1")
+        _check(self.max_submit_jobs >= 0, "slurm.max_submit_jobs", "must be >= 0 (0: the site's limit)")
         _check(self.stop_margin_s >= 0, "slurm.stop_margin_s", "must be >= 0 seconds")
         shortest = min(self.selfplay_time_min, self.train_time_min)
         _check(self.stop_margin_s < 60 * shortest, "slurm.stop_margin_s",

@@ -793,3 +793,64 @@ def test_slurm_jobs_are_requeued_past_submitits_three_time_limits(tmp_path):
     assert load_config(TINY).slurm.max_slices >= 50  # the default: many slices, not submitit's 3
     with pytest.raises(AzhpcError, match="slurm.max_slices"):
         load_config(TINY, ["slurm.max_slices=0"])
+
+
+@pytest.fixture
+def submit_limit(slurm_cluster):
+    """A real MaxSubmitJobs on the submitting user's association (the testbed enforces limits), removed afterwards."""
+    import getpass
+
+    def set_limit(value: int) -> None:
+        subprocess.run(["sacctmgr", "-i", "modify", "user", getpass.getuser(), "set", f"MaxSubmitJobs={value}"],
+                       check=True, capture_output=True)
+    yield set_limit
+    set_limit(-1)
+
+
+def queued_records() -> int:
+    return len(subprocess.run(["squeue", "-h", "-r", "-u", os.environ.get("USER", "root"), "-o", "%i"],
+                              capture_output=True, text=True).stdout.split())
+
+
+@pytest.mark.slow
+def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_limit, tmp_path):
+    """MaxSubmitJobs=3 and a chain of 5 generations x (1 self-play task + training) = 10 job records: the launch
+    submits one generation, each training job submits the next from inside its allocation, the run completes,
+    and squeue never shows more than 3 of the user's records. A plan that no window can fit is one line naming
+    the limit."""
+    assert queued_records() == 0, "the testbed must be idle"
+    submit_limit(3)
+    too_wide = run_cli("launch", "--cluster", "slurm", "--tasks", "3", "--gpus-per-node", "0", "--run-dir",
+                       str(tmp_path / "wide"), *QUICK, "--set", "eval.enabled=false")
+    assert too_wide.returncode == 1 and "one generation needs 4 job records" in too_wide.stderr
+    assert "MaxSubmitJobs=3" in too_wide.stderr and "lower --tasks to at most 2" in too_wide.stderr
+    assert not (tmp_path / "wide").exists() and queued_records() == 0
+
+    run = tmp_path / "window"
+    res = run_cli("launch", "--cluster", "slurm", "--tasks", "1", "--gpus-per-node", "0", "--cpus-per-task", "1",
+                  "--generations", "5", "--run-dir", str(run), *QUICK, "--set", "eval.enabled=false",
+                  "--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2")
+    assert res.returncode == 0, res.stderr
+    assert "1 generation(s) now (2 job records each; MaxSubmitJobs=3" in res.stdout
+    record = json.loads((run / "launch.json").read_text())
+    assert {j["generation"] for j in record["jobs"]} == {0}
+    seen, deadline = [], time.time() + 600
+    while not (run / "models" / "gen-0005.pt").exists() and time.time() < deadline:
+        seen.append(queued_records())
+        if len(seen) % 40 == 0 and any(g["train"] and g["train"]["state"] == "failed" for g in status_json(run)["generations"]):
+            pytest.fail(run_cli("status", str(run)).stdout)
+        time.sleep(0.5)
+    assert (run / "models" / "gen-0005.pt").exists(), run_cli("status", str(run)).stdout
+    assert max(seen) <= 3 and max(seen) >= 2, seen
+    st = wait_for_run(run, 120)
+    record = json.loads((run / "launch.json").read_text())
+    extends = [e for e in record["events"] if e["event"] == "extend"]
+    assert [e["generations"] for e in extends] == [[g, g] for g in range(1, 5)]
+    trains = [j for j in record["jobs"] if j["stage"] == "train"]
+    assert [j["generation"] for j in trains] == list(range(5)) and all(j["attempt"] == 1 for j in trains)
+    for g in range(1, 5):  # each generation's self-play waited for the previous training, as in one submission
+        array = next(j for j in record["jobs"] if j["stage"] == "selfplay" and j["generation"] == g)
+        assert array["dependency"] == f"afterok:{trains[g - 1]['job_id']}"
+    assert set(sacct_states([j["job_id"] for j in record["jobs"]]).values()) == {"COMPLETED"}
+    assert "chain" not in st
+    check_status_matches_disk(run, 5)

@@ -100,6 +100,7 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
         for what, script in res.scripts:
             click.echo(f"# ===== {what} =====\n{script}")
         click.echo(f"# dry run: {len(res.scripts)} sbatch scripts, nothing submitted (job ids 9000xx are placeholders)")
+        click.echo(f"# window: {res.window}; each training job submits the generations that fit after it")
         return
     click.echo(f"run {res.paths.root}: {plan.cluster}, {'pretraining, then ' if plan.pretrain else ''}{plan.generations} "
                f"generations x ({plan.tasks} self-play tasks + training on {plan.world_size} rank(s))")
@@ -108,6 +109,8 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
             click.echo((f"  generation {j.generation} {j.stage:8s}" if j.generation >= 0 else "  pretraining        ") + f" job {j.job_id}"
                        + (f" (tasks {j.tasks[0]}-{j.tasks[1] - 1})" if j.stage == "selfplay" else "")
                        + (f"  --dependency={j.dependency}" if j.dependency else ""))
+        if len({j.generation for j in res.record.jobs if j.stage == "train"}) < plan.generations:
+            click.echo(f"  submitted: {res.window}; each training job submits the generations that fit after it")
         if not wait_:
             click.echo(f"follow it: azhpc status {res.paths.root} --watch")
             return

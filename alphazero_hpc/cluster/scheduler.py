@@ -33,7 +33,8 @@ class JobState:
         return self.state in FAILED
 
 
-def _run(cmd: list[str]) -> str | None:
+def run_quietly(cmd: list[str]) -> str | None:
+    """A SLURM client's stdout; None when it is missing, fails or hangs for 30 s."""
     if shutil.which(cmd[0]) is None:
         return None
     try:
@@ -55,7 +56,7 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
     if not wanted:
         return {}
     states: dict[str, JobState] = {}
-    out = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(sorted(wanted)), "-o", "JobID,State,ExitCode"])
+    out = run_quietly(["sacct", "-n", "-P", "-X", "-j", ",".join(sorted(wanted)), "-o", "JobID,State,ExitCode"])
     for line in (out or "").splitlines():
         parts = line.split("|")
         if len(parts) >= 3 and parts[0].split("_")[0] in wanted:
@@ -63,7 +64,7 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
             key = parts[0].split("_")[0] if "[" in parts[0] else parts[0]
             states[key] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
     user = getpass.getuser()
-    out = _run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
+    out = run_quietly(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
     if out is None:
         raise SchedulerSilent("squeue did not answer (slurmctld down, or no SLURM commands on this host): the jobs' "
                               "states are unknown; run this on the cluster's login node, or retry when squeue works")
@@ -88,4 +89,4 @@ def first_node(nodelist: str) -> str:
 
 def cancel(job_ids: list[str]) -> bool:
     ids = [j for j in job_ids if j and j[0].isdigit()]
-    return not ids or _run(["scancel", *ids]) is not None
+    return not ids or run_quietly(["scancel", *ids]) is not None

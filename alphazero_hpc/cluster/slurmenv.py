@@ -73,3 +73,10 @@ class SlurmEnv:
     def rendezvous_port(self) -> int:
         """The port of this job's rendezvous (torchrun's c10d store, or MASTER_PORT for srun-started ranks)."""
         return RDZV_PORT_BASE + _int(self.job_id, 0) % 1000
+
+
+def without_job_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a process that submits jobs from inside a job (sbatch would take the running job's
+    SLURM_* settings, such as its memory or CPU counts, for the new job's): everything but SLURM's variables."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if not k.startswith("SLURM_")}

@@ -28,6 +28,8 @@ from ..store.paths import RunPaths
 from ..store.progress import read_task_progress, read_train_progress, task_done
 from ..store.runconfig import read_run_config
 from . import plan as planning
+from ..cluster.limits import read_submit_limit
+from .window import last_submitted, measure
 from .record import JobRecord, LaunchRecord, azhpc_process_alive, read_record, record_lock, stop_orphans, write_record
 
 RAN_AND_FAILED = scheduler.FAILED - {"CANCELLED"}  # a cancelled job never counts as an attempt that failed
@@ -135,6 +137,9 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     after_train = ""  # the live training job of the previous generation, if any
     replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id
     cancel: list[str] = []
+    # generations never submitted (a launch or extension under a submit limit): only as many as fit now; the
+    # training jobs submit the rest as they finish (launch/window.py)
+    fresh = measure(cfg, record.plan, record.plan.generations - 1 - last_submitted(record)).generations
     try:
         if record.plan.pretrain and not paths.model(0).exists():
             after_train, replaced = _resume_pretrain(paths, record, states, chain, limit, result, cancel)
@@ -166,6 +171,12 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             if failed >= limit:
                 result.gave_up.append(_gave_up(f"generation {g} training", failed, progress.error if progress else ""))
                 break
+            if not train_jobs:
+                if fresh == 0:
+                    result.message = (f"generations {g}-{record.plan.generations - 1} wait for room under the submit limit "
+                                      f"({read_submit_limit(cfg.slurm.max_submit_jobs)}): the training jobs submit them")
+                    break
+                fresh -= 1
             attempt = 1 + len(train_jobs)
             arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
             new_train = chain.submit_train(g, [a.job_id for a in arrays] + live_arrays, after_train, attempt)
@@ -202,7 +213,6 @@ def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit
 
 
 def _finish(paths: RunPaths, record: LaunchRecord, chain, result: ResumeResult, cancel: list[str]) -> ResumeResult:
-    chain.close()
     if cancel and not scheduler.cancel(sorted(set(cancel))):
         result.message = f"scancel of the replaced jobs {', '.join(sorted(set(cancel)))} failed: cancel them by hand"
     result.cancelled = sorted(set(cancel))

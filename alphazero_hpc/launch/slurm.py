@@ -25,6 +25,7 @@ from typing import Callable
 import submitit
 from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer, for --dry-run
 
+from ..cluster.limits import is_submit_limit, read_submit_limit
 from ..config import Config
 from ..errors import AzhpcError
 from ..store.paths import RunPaths, check_run_root
@@ -52,6 +53,10 @@ def _submit_error(what: str, exc: Exception) -> AzhpcError:
     text = " ".join(str(exc).split())
     if "sbatch" in text and "error:" in text:
         text = text[text.index("error:"):]
+    if is_submit_limit(text):
+        return AzhpcError(f"sbatch refused the {what}: {text[:300]}; the site's submit limit is {read_submit_limit()}: "
+                          f"set slurm.max_submit_jobs below it (the chain is then submitted a window at a time), or "
+                          f"wait for other jobs to finish (squeue -u $USER) and run azhpc resume")
     return AzhpcError(f"sbatch refused the {what}: {text[:300]}; check --partition/--account/--qos and the resources asked")
 
 
@@ -67,9 +72,6 @@ class SlurmChain:
         self.run = str(paths.root.resolve())
         self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.run).name)[:40]
         self.submitted: list[JobRecord] = []  # everything submitted so far (cancelled if a later sbatch fails)
-
-    def close(self) -> None:
-        pass  # kept for callers: a chain holds nothing open
 
     def _executor(self) -> submitit.SlurmExecutor:
         cls = _ScriptExecutor if self.dry_run else submitit.SlurmExecutor

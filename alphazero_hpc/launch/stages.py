@@ -31,7 +31,7 @@ import submitit
 
 from ..store import atomic
 from ..cluster import preempt
-from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv
+from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv, without_job_environment
 from ..config import Config
 from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths, check_run_root
@@ -208,6 +208,7 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
     counts = {"generation": generation + 1, "node": node_index}
     if out.exists():
         progress.write(status="done")
+        _extend(paths, node_index)
         return StageResult("train", "done", counts)
     try:
         if generation < 0:
@@ -236,7 +237,20 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         progress.write(status="failed", error=failure_line(exc))
         raise
     progress.write(status="done")
+    _extend(paths, node_index)
     return StageResult("train", "done", counts)
+
+
+def _extend(paths: RunPaths, node_index: int) -> None:
+    """The first node of a SLURM training job whose network is written submits the generations that now fit
+    under the site's submit limit (launch/window.py)."""
+    if node_index == 0 and SlurmEnv.now().in_job:  # its own process: the window module submits through this one's callers
+        try:
+            subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.window", str(paths.root)], timeout=600,
+                           env=without_job_environment())
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"chain: the extension did not run ({failure_line(exc)}); azhpc resume {paths.root} submits what is "
+                  f"missing", file=sys.stderr, flush=True)
 
 
 def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:

@@ -18,6 +18,7 @@ from ..store.runconfig import resolve_run_config
 from . import plan as planning
 from .importing import import_jobs_to_wait_for
 from .record import LaunchRecord, record_lock, write_record
+from .window import first_window
 
 
 @dataclass
@@ -26,6 +27,7 @@ class LaunchResult:
     plan: planning.LaunchPlan
     record: LaunchRecord | None = None
     scripts: list[tuple[str, str]] = field(default_factory=list)  # dry run: (what, sbatch script)
+    window: str = ""  # SLURM: how many generations were submitted now, and the limit that decided it
     supervisor_pid: int = 0
 
 
@@ -70,12 +72,10 @@ def launch(run_dir: Path | None, config_path: str | Path | None, overrides: Sequ
         plan = _plan(cfg, "slurm", pretrain)
         from .slurm import SlurmChain
 
+        w = first_window(cfg, plan, int(plan.pretrain))
         chain = SlurmChain(paths, cfg, plan, dry_run=True)
-        try:
-            chain.submit_generations(0, plan.generations)
-        finally:
-            chain.close()
-        return LaunchResult(paths, plan, scripts=chain.scripts)
+        chain.submit_generations(0, w.generations)
+        return LaunchResult(paths, plan, scripts=chain.scripts, window=w.describe())
 
     if asked == "slurm" and planning.detect_cluster() != "slurm":
         raise AzhpcError("no SLURM cluster answers here (sinfo failed or is missing): run on a login node, "
@@ -126,11 +126,13 @@ def _launch(paths: RunPaths, config_path, overrides: Sequence[str], cluster: str
 
     from .slurm import SlurmChain
 
+    w = first_window(cfg, plan, int(pretrain))
     chain = SlurmChain(paths, cfg, plan)
     try:
-        record.jobs = chain.submit_generations(0, plan.generations, after_import=after_import)
+        record.jobs = chain.submit_generations(0, w.generations, after_import=after_import)
     except BaseException:
         scheduler.cancel([j.job_id for j in chain.submitted])  # no half chain left queued
         raise
+    record.events.append({"time": time.time(), "event": "launch", "generations": [0, w.generations - 1], "window": w.describe()})
     write_record(paths, record)
-    return LaunchResult(paths, plan, record)
+    return LaunchResult(paths, plan, record, window=w.describe())

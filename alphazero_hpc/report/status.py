@@ -165,6 +165,7 @@ class RunStatus:
     scheduler_error: str = ""  # SLURM runs: why the jobs' states are unknown (squeue did not answer)
     imported: ImportStatus | None = None  # the run's PGN import, if it has one
     pretrain: TrainStatus | None = None  # training generation 0 on the imported games (launch --pretrain)
+    chain: str = ""  # SLURM runs under a submit limit: which generations are not submitted yet, and the last extension
 
     def to_json(self) -> dict[str, Any]:
         out = {"run": self.run, "time": self.time, "plan": self.plan.to_json(), "config_sha256": self.config_sha256,
@@ -177,6 +178,8 @@ class RunStatus:
             out["supervisor"] = self.supervisor
         if self.scheduler_error:
             out["scheduler_error"] = self.scheduler_error
+        if self.chain:
+            out["chain"] = self.chain
         return out
 
 
@@ -280,7 +283,7 @@ def collect(run_dir: Path) -> RunStatus:
         jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == -1] if record is not None else []
         pretrain = _train(paths, plan, -1, jobs)
     return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor, silent,
-                     _imported(paths), pretrain)
+                     _imported(paths), pretrain, _chain(record))
 
 
 def _imported(paths: RunPaths) -> ImportStatus | None:
@@ -401,12 +404,28 @@ def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[
     return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
 
 
+def _chain(record: LaunchRecord | None) -> str:
+    """A SLURM chain not yet submitted whole (launch/window.py): what is still to come, and the last word on it."""
+    if record is None or record.plan.cluster != "slurm":
+        return ""
+    last = max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
+    news = [e for e in record.events if e.get("event") in ("launch", "extend", "extend failed")]
+    if last >= record.plan.generations - 1 and not (news and news[-1]["event"] == "extend failed"):
+        return ""
+    said = news[-1] if news else {}
+    word = f"extension failed: {said.get('error', '')}; azhpc resume submits them" if said.get("event") == "extend failed" \
+        else f"each training job submits what fits; last {said.get('event', 'launch')}: {said.get('window', '')}"
+    return f"generations {last + 1}-{record.plan.generations - 1} not submitted yet ({word})"
+
+
 def render(status: RunStatus) -> str:
     plan = status.plan
     lines = [f"run {status.run}  ({plan.cluster}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s), "
              f"{plan.tasks} self-play tasks/generation, {plan.generations} generations)"]
     if status.scheduler_error:
         lines.append(f"  WARNING: {status.scheduler_error}")
+    if status.chain:
+        lines.append(f"  chain: {status.chain}")
     sup = status.supervisor
     if sup:
         lines.append(f"  local supervisor pid {sup.get('pid')} on {sup.get('host')}: {sup.get('state')}"

@@ -15,7 +15,7 @@ from typing import Sequence
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
 from ..cluster.slurmenv import SlurmEnv
-from ..errors import AzhpcError, CheckpointError, ShardError, ShardSchemaError
+from ..errors import CheckpointError, ShardError, ShardSchemaError
 from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
 from ..store import atomic
@@ -117,8 +117,13 @@ def run_selfplay_task(
         else:
             model_digest = "none (injected evaluator)"
         if deadline is not None and deadline.remaining() < cfg.slurm.stop_margin_s:
-            raise AzhpcError(f"the job has {deadline.remaining():.0f} s left, below slurm.stop_margin_s "
-                             f"({cfg.slurm.stop_margin_s} s): raise --selfplay-time or lower slurm.stop_margin_s")
+            # a slow start (a loaded node, a slow file system): a slice without progress, which the stall rule counts
+            progress.status = "stopped"
+            progress.error = (f"the job started with {deadline.remaining():.0f} s left, below slurm.stop_margin_s "
+                              f"({cfg.slurm.stop_margin_s} s); requeued (raise --selfplay-time or lower "
+                              f"slurm.stop_margin_s if every slice starts this late)")
+            pf.write()
+            return progress
         k = search_workers(cfg)
         pacer = Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan, parallel=max(k, 1))
         progress.status = "running"

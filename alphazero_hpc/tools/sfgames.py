@@ -21,7 +21,10 @@ def stockfish_game(engine: chess.engine.SimpleEngine, number: int, seed: int, de
     rng = random.Random(seed * 1_000_003 + number)
     board = chess.Board()
     for _ in range(rng.randint(2, 6)):
-        board.push(rng.choice(list(board.legal_moves)))
+        moves = list(board.legal_moves)
+        if not moves:  # a random opening can mate (1. f3 e5 2. g4 Qh4#)
+            break
+        board.push(rng.choice(moves))
     while not board.is_game_over(claim_draw=True) and board.ply() < max_plies:
         board.push(engine.play(board, chess.engine.Limit(depth=depth)).move)
     game = chess.pgn.Game.from_board(board)

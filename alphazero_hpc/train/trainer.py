@@ -168,9 +168,6 @@ class Trainer:
         self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH
         self.deadline = deadline or Deadline(None)
         self.margin_s = float(self.cfg.slurm.stop_margin_s)
-        if self.deadline.remaining() < self.margin_s:
-            raise AzhpcError(f"the job has {self.deadline.remaining():.0f} s left, below slurm.stop_margin_s ({self.margin_s:.0f} s): "
-                             f"raise --train-time or lower slurm.stop_margin_s")
         self._step_s = 0.0  # slowest recent step, seconds
         self._save_s = 0.0  # last state save, seconds
 
@@ -198,6 +195,14 @@ class Trainer:
         mine = self._my_shards(steps)
         s = self._start(steps, mine)
         self._check_slices(s.step)
+        _, late = self._agree(True, "" if self.deadline.remaining() >= self.margin_s else
+                              f"the job started with {self.deadline.remaining():.0f} s left, below slurm.stop_margin_s "
+                              f"({self.margin_s:.0f} s)")
+        if late:  # a slow start (a loaded node): a slice without progress, which the stall rule counts
+            message = (f"at step {s.step}/{steps}: {late}; requeued (raise --train-time or lower slurm.stop_margin_s "
+                       f"if every slice starts this late)")
+            print(f"[train rank {self.env.rank}] stopped {message}", file=sys.stderr, flush=True)
+            return TrainOutcome("stopped", self.env.rank, s.step, steps, message)
         stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio))

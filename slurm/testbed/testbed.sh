@@ -92,6 +92,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=60
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
+AccountingStorageEnforce=limits
 AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30

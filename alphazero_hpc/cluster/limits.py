@@ -1,0 +1,80 @@
+"""How many jobs the site lets this user have queued at once, and how many they have now.
+
+A site caps the job records a user may have in the queue (``MaxSubmitJobs`` on the user's association or QOS,
+``GrpSubmitJobs`` on the account, ``MaxJobCount`` for the whole cluster); every element of a job array counts as
+one record. ``sbatch`` refuses the job that would cross the cap, so a chain of generations must be submitted a
+window at a time (``launch.window``). The cap is read from ``sacctmgr`` and ``scontrol show config`` where they
+answer; ``slurm.max_submit_jobs`` sets it where they do not (or lowers it).
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+
+from .scheduler import run_quietly
+
+
+@dataclass(frozen=True)
+class SubmitLimit:
+    """The most job records (array elements count one each) this user may have queued, and where that was read."""
+
+    jobs: int | None  # None: no limit found
+    source: str  # e.g. "MaxSubmitJobs=20 of user alice's association"
+
+    def __str__(self) -> str:
+        return self.source if self.jobs is not None else "no submit limit found"
+
+
+def _tightest(found: list[tuple[int, str]]) -> SubmitLimit:
+    if not found:
+        return SubmitLimit(None, "")
+    jobs, source = min(found)
+    return SubmitLimit(jobs, source)
+
+
+def read_submit_limit(configured: int = 0, user: str | None = None) -> SubmitLimit:
+    """The tightest of: ``configured`` (``slurm.max_submit_jobs``, > 0), the user's associations' MaxSubmitJobs and
+    their accounts' GrpSubmitJobs, the QOS's MaxSubmitJobsPerUser/GrpSubmitJobs, and the cluster's MaxJobCount."""
+    user = user or getpass.getuser()
+    found: list[tuple[int, str]] = []
+    if configured > 0:
+        found.append((configured, f"slurm.max_submit_jobs={configured}"))
+    assoc = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}", "format=MaxSubmit,GrpSubmit,QOS"])
+    qos_names: set[str] = set()
+    for line in (assoc or "").splitlines():
+        parts = line.split("|")
+        if len(parts) < 3:
+            continue
+        if parts[0].isdigit():
+            found.append((int(parts[0]), f"MaxSubmitJobs={parts[0]} of user {user}'s association (sacctmgr)"))
+        if parts[1].isdigit():
+            found.append((int(parts[1]), f"GrpSubmitJobs={parts[1]} of user {user}'s account (sacctmgr)"))
+        qos_names |= {q for q in parts[2].split(",") if q}
+    if qos_names:
+        out = run_quietly(["sacctmgr", "-nP", "show", "qos", "where", f"name={','.join(sorted(qos_names))}",
+                    "format=Name,MaxSubmitPU,GrpSubmit"])
+        for line in (out or "").splitlines():
+            name, *limits = (line.split("|") + ["", ""])[:3]
+            for value, what in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs")):
+                if value.isdigit():
+                    found.append((int(value), f"{what}={value} of QOS {name} (sacctmgr)"))
+    config = run_quietly(["scontrol", "show", "config"])
+    for line in (config or "").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxJobCount" and value.strip().isdigit():
+            found.append((int(value.strip()), f"MaxJobCount={value.strip()} of the cluster (scontrol show config)"))
+    return _tightest(found)
+
+
+def queued_records(user: str | None = None) -> int:
+    """Job records of ``user`` in the queue now, each array element one (pending ones included); 0 when squeue is
+    silent (the caller's sbatch then says what the site thinks)."""
+    out = run_quietly(["squeue", "-h", "-r", "-u", user or getpass.getuser(), "-o", "%i"])
+    return len([line for line in (out or "").splitlines() if line.strip()])
+
+
+def is_submit_limit(message: str) -> bool:
+    """Whether sbatch's refusal was a submit limit (association, QOS or the cluster's job count)."""
+    return any(k in message for k in ("MaxSubmitJob", "AssocGrpSubmitJobs", "QOSGrpSubmitJob", "QOSMaxSubmitJob",
+                                      "job submit limit", "MaxJobCount"))

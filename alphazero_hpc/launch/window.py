@@ -1,0 +1,146 @@
+"""A chain of generations submitted a window at a time, so that the run never has more job records queued than
+the site allows (``cluster.limits``), and extended from inside the allocation as generations finish.
+
+``azhpc launch`` submits as many whole generations (self-play array elements + training + evaluation) as fit
+under the submit limit beside the user's other queued jobs. Each training job, once its network is written,
+submits the generations that fit now, chained on the newest training job (``extend_chain``, called by
+``stages.train_stage`` on the first node): no process waits on the login node, and the run's own finished jobs
+make the room. ``azhpc resume`` submits within the same window; ``azhpc cancel`` stops the extension (the
+extension reads the launch record under its lock and does nothing after a cancel). With no limit found, the
+window is the whole chain, as before.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from ..cluster.limits import SubmitLimit, queued_records, read_submit_limit
+from ..config import Config
+from ..errors import AzhpcError, failure_line
+from ..store.paths import RunPaths
+from ..store.runconfig import read_run_config
+from .plan import LaunchPlan
+from .record import JobRecord, LaunchRecord, read_record, record_lock, write_record
+
+
+def records_per_generation(plan: LaunchPlan, cfg: Config) -> int:
+    """Job records one generation queues: one per self-play task, the training job, the evaluation job."""
+    return plan.tasks + 1 + int(cfg.eval.enabled)
+
+
+@dataclass(frozen=True)
+class Window:
+    """How many more generations may be queued now, and why."""
+
+    generations: int
+    limit: SubmitLimit
+    queued: int  # the user's job records in the queue when it was measured
+    per_generation: int
+
+    def describe(self) -> str:
+        if self.limit.jobs is None:
+            return "the whole chain at once (no submit limit found)"
+        return (f"{self.generations} generation(s) now ({self.per_generation} job records each; {self.limit}, "
+                f"{self.queued} queued)")
+
+
+def measure(cfg: Config, plan: LaunchPlan, remaining: int, extra: int = 0) -> Window:
+    """The window for ``remaining`` generations still to submit; ``extra`` records go first (pretraining)."""
+    per = records_per_generation(plan, cfg)
+    limit = read_submit_limit(cfg.slurm.max_submit_jobs)
+    if limit.jobs is None:
+        return Window(remaining, limit, 0, per)
+    queued = queued_records()
+    return Window(max(0, min(remaining, (limit.jobs - queued - extra) // per)), limit, queued, per)
+
+
+def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
+    """The launch's window; one line naming the limit when not even one generation fits."""
+    w = measure(cfg, plan, plan.generations, extra)
+    if w.generations == 0:
+        need = w.per_generation + extra
+        assert w.limit.jobs is not None
+        if need > w.limit.jobs:
+            raise AzhpcError(f"one generation needs {need} job records ({plan.tasks} self-play tasks, training"
+                             f"{', evaluation' if cfg.eval.enabled else ''}{', pretraining' if extra else ''}) but the site "
+                             f"allows {w.limit.jobs} ({w.limit}): lower --tasks to at most "
+                             f"{max(1, w.limit.jobs - need + plan.tasks)} or ask the site for a higher limit")
+        raise AzhpcError(f"{w.queued} of your jobs are queued and the site allows {w.limit.jobs} ({w.limit}): one "
+                         f"generation needs {need} more; wait for some to finish (squeue -u $USER) and launch again")
+    return w
+
+
+def _cancelled(record: LaunchRecord) -> bool:
+    """Whether the newest cancel of the run came after its newest resume."""
+    for event in reversed(record.events):
+        if event.get("event") in ("cancel", "resume"):
+            return event["event"] == "cancel"
+    return False
+
+
+def last_submitted(record: LaunchRecord) -> int:
+    """The newest generation with a training job in the record (-1: none)."""
+    return max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
+
+
+def extend_chain(paths: RunPaths) -> list[JobRecord]:
+    """Submit the generations of a SLURM run that fit under the submit limit now, after its newest training job.
+    Returns what it submitted (nothing for a local run, a complete chain, a cancelled run or a full window)."""
+    from .slurm import SlurmChain
+    from ..cluster import scheduler
+
+    with record_lock(paths, "azhpc chain extension (a training job)"):
+        record = read_record(paths)
+        if record is None or record.plan.cluster != "slurm" or _cancelled(record):
+            return []
+        done_through = last_submitted(record)
+        remaining = record.plan.generations - (done_through + 1)
+        if remaining <= 0:
+            return []
+        cfg = read_run_config(paths)
+        w = measure(cfg, record.plan, remaining)
+        if w.generations == 0:
+            print(f"chain: generations {done_through + 1}-{record.plan.generations - 1} wait for room under the submit "
+                  f"limit ({w.limit}, {w.queued} queued); a later training job submits them, or azhpc resume",
+                  file=sys.stderr, flush=True)
+            return []
+        chain = SlurmChain(paths, cfg, record.plan)
+        after = record.jobs_of(done_through, "train")[-1].job_id
+        try:
+            new = chain.submit_generations(done_through + 1, done_through + 1 + w.generations, after_train=after)
+        except BaseException:
+            scheduler.cancel([j.job_id for j in chain.submitted])  # whole generations or nothing
+            raise
+        record.jobs += new
+        record.events.append({"time": time.time(), "event": "extend", "generations": [done_through + 1, done_through + w.generations],
+                              "jobs": [j.job_id for j in new], "window": w.describe()})
+        write_record(paths, record)
+    print(f"chain: submitted generations {done_through + 1}-{done_through + w.generations} ({w.describe()})", flush=True)
+    return new
+
+
+def extend_after_training(paths: RunPaths) -> None:
+    """``extend_chain`` from a training job whose network is written: a failure is said in one line on stderr and
+    recorded, never raised (the network is safe; ``azhpc resume`` submits what is missing)."""
+    try:
+        extend_chain(paths)
+    except Exception as exc:  # noqa: BLE001 - the training succeeded; its job must not fail for this
+        line = failure_line(exc)
+        print(f"chain: could not submit the next generations ({line}); azhpc resume {paths.root} submits them",
+              file=sys.stderr, flush=True)
+        try:
+            with record_lock(paths, "azhpc chain extension (a training job)"):
+                record = read_record(paths)
+                if record is not None:
+                    record.events.append({"time": time.time(), "event": "extend failed", "error": line})
+                    write_record(paths, record)
+        except Exception:  # noqa: BLE001 - the line above said it
+            pass
+
+
+if __name__ == "__main__":  # python -m alphazero_hpc.launch.window RUN: what a finished training job runs
+    from pathlib import Path
+
+    extend_after_training(RunPaths(Path(sys.argv[1])))
