@@ -854,3 +854,22 @@ def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_li
     assert set(sacct_states([j["job_id"] for j in record["jobs"]]).values()) == {"COMPLETED"}
     assert "chain" not in st
     check_status_matches_disk(run, 5)
+
+
+def test_the_supervisor_in_process_gives_the_signal_handlers_back(tmp_path):
+    """``bench learning`` runs the local supervisor in its own process, then evaluates: SIGTERM must stop it there
+    (the supervisor's cancel flag, left installed, made the evaluation ignore SIGTERM)."""
+    import signal
+
+    from alphazero_hpc.launch.local import LocalSupervisor
+    from alphazero_hpc.launch.start import launch
+
+    launch(tmp_path / "r", str(TINY), ["run.generations=1", "selfplay.games_per_generation=2", "selfplay.games_per_shard=2",
+                                        "selfplay.max_plies=10", "eval.enabled=false"], cluster="local", detach=False)
+    mine = lambda signum, frame: None  # noqa: E731
+    signal.signal(signal.SIGTERM, mine)
+    try:
+        assert LocalSupervisor(tmp_path / "r").run() == 0
+        assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

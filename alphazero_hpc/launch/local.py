@@ -139,8 +139,7 @@ class LocalSupervisor:
     def run(self) -> int:
         """Every generation whose checkpoint is missing; 0 when the last checkpoint exists."""
         self._save(pid=os.getpid(), host=socket.gethostname(), state="running", error="", started=time.time())
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._cancel)
+        before = {sig: signal.signal(sig, self._cancel) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             if self.record.plan.pretrain and not self.paths.model(0).exists() and not self.pretrain():
                 if self._stop:
@@ -164,6 +163,8 @@ class LocalSupervisor:
                 return 130
         finally:
             self._terminate_children()
+            for sig, handler in before.items():  # a caller that runs the supervisor in-process (bench learning, then
+                signal.signal(sig, handler)       # its evaluation) gets its own handling of TERM and INT back
         self._save(state="done")
         return 0
 
