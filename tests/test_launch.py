@@ -873,3 +873,34 @@ def test_the_supervisor_in_process_gives_the_signal_handlers_back(tmp_path):
         assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_the_first_window_under_a_submit_limit(monkeypatch):
+    """How many generations launch queues under a limit (2 tasks + training + evaluation = 4 records each), and the
+    one-line refusals: a generation that cannot fit at all, and a chain that could not extend itself (the extending
+    training job and its evaluation still count while it submits the next generation)."""
+    from alphazero_hpc.cluster.limits import SubmitLimit
+    from alphazero_hpc.launch import window
+
+    cfg = load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true"])
+    plan = make_plan(cfg, "slurm", array_size=1001)
+    queued = {"n": 0}
+    monkeypatch.setattr(window, "queued_records", lambda: queued["n"])
+    for jobs, gens in ((None, 2), (100, 2), (13, 2), (7, 1), (6, 1)):
+        monkeypatch.setattr(window, "read_submit_limit", lambda configured=0, j=jobs: SubmitLimit(j, f"MaxSubmitJobs={j}"))
+        plan2 = make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=2"]), "slurm",
+                          array_size=1001)
+        assert window.first_window(cfg, plan2).generations == gens, jobs
+    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(5, "MaxSubmitJobs=5"))
+    with pytest.raises(AzhpcError, match=r"6 records in all, but the site allows 5 \(MaxSubmitJobs=5\): lower --tasks to at most 1"):
+        window.first_window(cfg, plan2)
+    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(3, "MaxSubmitJobs=3"))
+    with pytest.raises(AzhpcError, match=r"one generation needs 4 job records .* allows 3"):
+        window.first_window(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
+                            make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
+                                      "slurm", array_size=1001))
+    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(13, "MaxSubmitJobs=13"))
+    queued["n"] = 11
+    with pytest.raises(AzhpcError, match="11 of your jobs are queued and the site allows 13"):
+        window.first_window(cfg, plan2)
+    assert plan.generations == 2

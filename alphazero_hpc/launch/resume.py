@@ -181,6 +181,8 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
             new_train = chain.submit_train(g, [a.job_id for a in arrays] + live_arrays, after_train, attempt)
             result.submitted += arrays + [new_train]
+            if not train_jobs and cfg.eval.enabled:  # a generation submitted for the first time gets its evaluation
+                result.submitted.append(chain.submit_eval(g, new_train.job_id))
             after_train, replaced = new_train.job_id, True
     except BaseException:
         scheduler.cancel([j.job_id for j in chain.submitted])  # all or nothing: no half chain left queued

@@ -208,7 +208,7 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
     counts = {"generation": generation + 1, "node": node_index}
     if out.exists():
         progress.write(status="done")
-        _extend(paths, node_index)
+        _extend(paths, generation, node_index)
         return StageResult("train", "done", counts)
     try:
         if generation < 0:
@@ -221,12 +221,12 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         progress.write(status="running")
         code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
                                                               paths.train_outcomes(generation + 1, node_index)))
-        if stopped:
+        if stopped and not error:
             progress.write(status="stopped", error=stopped)
             if node_index == 0:
                 _requeue(f"generation {generation} training", stopped)
             return StageResult("train", "stopped", counts)
-        if code != 0:
+        if code != 0 and (error or not (node_index == 0 and out.exists())):  # a written network stands
             raise AzhpcError(error or f"torchrun exited with status {code}; the job log has the details")
         if node_index == 0 and not out.exists():
             raise AzhpcError(f"training finished without writing {out}; the job log has the details")
@@ -237,17 +237,22 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
         progress.write(status="failed", error=failure_line(exc))
         raise
     progress.write(status="done")
-    _extend(paths, node_index)
+    _extend(paths, generation, node_index)
     return StageResult("train", "done", counts)
 
 
-def _extend(paths: RunPaths, node_index: int) -> None:
+def _extend(paths: RunPaths, generation: int, node_index: int) -> None:
     """The first node of a SLURM training job whose network is written submits the generations that now fit
     under the site's submit limit (launch/window.py)."""
     if node_index == 0 and SlurmEnv.now().in_job:  # its own process: the window module submits through this one's callers
+        left = preempt.Deadline.of_this_job().remaining()  # inf without a time limit
+        if left < 30:
+            print(f"chain: {left:.0f} s left in the job, too little to submit the next generations; azhpc resume "
+                  f"{paths.root} submits what is missing", file=sys.stderr, flush=True)
+            return
         try:
-            subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.window", str(paths.root)], timeout=600,
-                           env=without_job_environment())
+            subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.window", str(paths.root), str(generation)],
+                           timeout=min(600.0, left - 20), env=without_job_environment())
         except (OSError, subprocess.TimeoutExpired) as exc:
             print(f"chain: the extension did not run ({failure_line(exc)}); azhpc resume {paths.root} submits what is "
                   f"missing", file=sys.stderr, flush=True)

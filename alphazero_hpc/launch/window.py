@@ -12,13 +12,15 @@ window is the whole chain, as before.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 from ..cluster.limits import SubmitLimit, queued_records, read_submit_limit
 from ..config import Config
-from ..errors import AzhpcError, failure_line
+from ..errors import AzhpcError, RunDirError, failure_line
 from ..store.paths import RunPaths
 from ..store.runconfig import read_run_config
 from .plan import LaunchPlan
@@ -57,7 +59,8 @@ def measure(cfg: Config, plan: LaunchPlan, remaining: int, extra: int = 0) -> Wi
 
 
 def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
-    """The launch's window; one line naming the limit when not even one generation fits."""
+    """The launch's window; one line naming the limit when not even one generation fits, or when the chain could
+    not extend itself (a training job extends it while it and its evaluation job still count in the queue)."""
     w = measure(cfg, plan, plan.generations, extra)
     if w.generations == 0:
         need = w.per_generation + extra
@@ -69,6 +72,13 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
                              f"{max(1, w.limit.jobs - need + plan.tasks)} or ask the site for a higher limit")
         raise AzhpcError(f"{w.queued} of your jobs are queued and the site allows {w.limit.jobs} ({w.limit}): one "
                          f"generation needs {need} more; wait for some to finish (squeue -u $USER) and launch again")
+    steady = w.per_generation + 1 + int(cfg.eval.enabled)  # a generation beside the extending job and its evaluation
+    if w.limit.jobs is not None and plan.generations > w.generations and steady > w.limit.jobs:
+        raise AzhpcError(f"the chain submits a generation ({w.per_generation} job records) from inside a training job, "
+                         f"while that job{' and its evaluation' if cfg.eval.enabled else ''} still count, {steady} records "
+                         f"in all, but the site allows {w.limit.jobs} ({w.limit}): lower --tasks to at most "
+                         f"{max(1, w.limit.jobs - steady + plan.tasks)}, or launch at most {max(1, w.generations)} "
+                         f"generation(s) (--generations), or ask the site for a higher limit")
     return w
 
 
@@ -85,13 +95,15 @@ def last_submitted(record: LaunchRecord) -> int:
     return max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
 
 
-def extend_chain(paths: RunPaths) -> list[JobRecord]:
-    """Submit the generations of a SLURM run that fit under the submit limit now, after its newest training job.
-    Returns what it submitted (nothing for a local run, a complete chain, a cancelled run or a full window)."""
+def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
+    """Submit the generations of a SLURM run that fit under the submit limit now, after its newest training job
+    (called when generation ``trained``'s training has written its network). Returns what it submitted: nothing for
+    a local run, a complete chain, a cancelled run, or a full window while a newer training job is queued (it
+    extends the chain in turn); a full window after the newest training job raises (the chain would stop)."""
     from .slurm import SlurmChain
     from ..cluster import scheduler
 
-    with record_lock(paths, "azhpc chain extension (a training job)"):
+    with _waiting_lock(paths):
         record = read_record(paths)
         if record is None or record.plan.cluster != "slurm" or _cancelled(record):
             return []
@@ -102,10 +114,11 @@ def extend_chain(paths: RunPaths) -> list[JobRecord]:
         cfg = read_run_config(paths)
         w = measure(cfg, record.plan, remaining)
         if w.generations == 0:
-            print(f"chain: generations {done_through + 1}-{record.plan.generations - 1} wait for room under the submit "
-                  f"limit ({w.limit}, {w.queued} queued); a later training job submits them, or azhpc resume",
-                  file=sys.stderr, flush=True)
-            return []
+            if trained < done_through:  # a newer training job is queued: it extends the chain when it ends
+                return []
+            raise AzhpcError(f"no room under the submit limit ({w.limit}, {w.queued} of your job records queued) for "
+                             f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
+                             f"queue")
         chain = SlurmChain(paths, cfg, record.plan)
         after = record.jobs_of(done_through, "train")[-1].job_id
         try:
@@ -121,17 +134,32 @@ def extend_chain(paths: RunPaths) -> list[JobRecord]:
     return new
 
 
-def extend_after_training(paths: RunPaths) -> None:
+@contextlib.contextmanager
+def _waiting_lock(paths: RunPaths, timeout_s: float = 120.0) -> Iterator[None]:
+    """The run's record lock, waited for (a resume or cancel may hold it for a moment)."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with record_lock(paths, "azhpc chain extension (a training job)"):
+                yield
+            return
+        except RunDirError as exc:
+            if "in use by" not in str(exc) or time.time() > deadline:
+                raise
+            time.sleep(2.0)
+
+
+def extend_after_training(paths: RunPaths, trained: int) -> None:
     """``extend_chain`` from a training job whose network is written: a failure is said in one line on stderr and
     recorded, never raised (the network is safe; ``azhpc resume`` submits what is missing)."""
     try:
-        extend_chain(paths)
+        extend_chain(paths, trained)
     except Exception as exc:  # noqa: BLE001 - the training succeeded; its job must not fail for this
         line = failure_line(exc)
         print(f"chain: could not submit the next generations ({line}); azhpc resume {paths.root} submits them",
               file=sys.stderr, flush=True)
         try:
-            with record_lock(paths, "azhpc chain extension (a training job)"):
+            with _waiting_lock(paths):
                 record = read_record(paths)
                 if record is not None:
                     record.events.append({"time": time.time(), "event": "extend failed", "error": line})
@@ -140,7 +168,9 @@ def extend_after_training(paths: RunPaths) -> None:
             pass
 
 
-if __name__ == "__main__":  # python -m alphazero_hpc.launch.window RUN: what a finished training job runs
+if __name__ == "__main__":  # python -m alphazero_hpc.launch.window RUN G: what generation G's finished training runs
+    import signal
     from pathlib import Path
 
-    extend_after_training(RunPaths(Path(sys.argv[1])))
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # SLURM's warning is for the training job, not for this
+    extend_after_training(RunPaths(Path(sys.argv[1])), int(sys.argv[2]))

@@ -410,7 +410,7 @@ def _chain(record: LaunchRecord | None) -> str:
         return ""
     last = max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
     news = [e for e in record.events if e.get("event") in ("launch", "extend", "extend failed")]
-    if last >= record.plan.generations - 1 and not (news and news[-1]["event"] == "extend failed"):
+    if last >= record.plan.generations - 1:
         return ""
     said = news[-1] if news else {}
     word = f"extension failed: {said.get('error', '')}; azhpc resume submits them" if said.get("event") == "extend failed" \

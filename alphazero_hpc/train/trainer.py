@@ -466,10 +466,14 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group(backend)
     try:
         outcome = Trainer(args.run_dir, args.generation, env, args.workers, args.device, Deadline.of_this_job()).run()
-    except AzhpcError as exc:
-        outcome = TrainOutcome("failed", env.rank, message=failure_line(exc))
-        if args.outcomes is not None:
-            outcome.write(args.outcomes, env.local_rank)
+    except BaseException as exc:  # a user's error is one line; anything else (CUDA OOM, NCCL) is recorded, then raised
+        if args.outcomes is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            try:
+                TrainOutcome("failed", env.rank, message=failure_line(exc)).write(args.outcomes, env.local_rank)
+            except AzhpcError:
+                pass  # a full disk: the error below matters more
+        if not isinstance(exc, AzhpcError):
+            raise
         return report(exc)
     finally:
         if dist.is_initialized():
