@@ -290,7 +290,7 @@ class EvalConfig:
                "eval.openings", "must be 'book' or 'random:K' with K in 1..40")
         for spec in split_opponents(self.opponents):
             _check(bool(_OPPONENT.fullmatch(spec)), "eval.opponents",
-                   f"'{spec}' is not one of previous, gen:K, random, greedy, "
+                   f"{spec!r} is not one of previous, gen:K, random, greedy, "
                    "stockfish[:skill=S][,elo=E][,nodes=N|depth=D|movetime=MS|tc=BASE+INC] or fairy-stockfish[:...]")
 
 
@@ -403,7 +403,7 @@ def _convert(key: str, value: Any, hint: Any) -> Any:
 def _unknown(kind: str, key: str, valid: Sequence[str]) -> ConfigError:
     near = difflib.get_close_matches(key.rsplit(".", 1)[-1], valid, n=1)
     hint = f" (did you mean {near[0]}?)" if near else ""
-    return ConfigError(f"unknown config {kind} '{key}'{hint}; valid: {', '.join(valid)}")
+    return ConfigError(f"unknown config {kind} {key!r}{hint}; valid: {', '.join(valid)}")
 
 
 def config_from_dict(data: Mapping[str, Any]) -> Config:
