@@ -189,8 +189,11 @@ class TrainStage(submitit.helpers.Checkpointable):
     def checkpoint(self, *args, **kwargs):
         forward_stop()
         if _torchrun is not None:
+            # the ranks save and exit; but the requeue must be asked for before the time limit, or SLURM ends the job
+            # as TIMEOUT and nothing requeues it (seen on a loaded node, where the ranks were still starting)
+            left = preempt.Deadline.of_this_job().remaining()
             try:
-                _torchrun.wait(timeout=120)
+                _torchrun.wait(timeout=max(1.0, min(120.0, left - 8.0)))
             except subprocess.TimeoutExpired:
                 pass  # the requeue kills what is left; the last periodic state is on disk
         return super().checkpoint(*args, **kwargs)
