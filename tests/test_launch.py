@@ -264,7 +264,9 @@ def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
         for t in range(4):
             p = json.loads((run / "selfplay" / f"gen-{g:04d}" / "progress" / f"task-{t:04d}.json").read_text())
             assert p["slurm_job_id"] == arrays[0]["job_id"] and p["cuda_visible_devices"] != ""
-            assert p["search_workers"] == 2 and len(p["search_worker_pids"]) == 2 and p["search_worker_restarts"] == 0
+            # the pids are the workers alive at the last one's hello: on a loaded host one worker can finish the
+            # task's shards before the other has said hello (seen once under load), so 1 or 2, never more
+            assert p["search_workers"] == 2 and len(p["search_worker_pids"]) in (1, 2) and p["search_worker_restarts"] == 0
             seen.add((p["node"], p["cuda_visible_devices"]))
         assert len(seen) == 4, f"tasks shared a GPU: {seen}"
         metrics = [json.loads(x) for x in (run / "train" / f"gen-{g + 1:04d}" / "metrics.jsonl").read_text().splitlines()]
