@@ -367,10 +367,13 @@ SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f
 
 
 def _convert(key: str, value: Any, hint: Any) -> Any:
-    """Check ``value`` against the field type ``hint``; ints are accepted for floats, nothing else is coerced. A
-    Literal's values are checked by the section (``_check_choices``), the type of its values here."""
+    """Check ``value`` against the field type ``hint``; ints are accepted for floats and a YAML ``off``/``on`` for a
+    choice of that name, nothing else is coerced. A Literal's values are checked by the section
+    (``_check_choices``), the type of its values here."""
     if choices := _choices(hint):
         hint = type(choices[0])
+        if isinstance(value, bool) and ("off" if value is False else "on") in choices:
+            value = "off" if value is False else "on"  # YAML 1.1 reads a bare off/on as a bool
     if hint is bool:
         ok = isinstance(value, bool)
     elif hint is int:

@@ -157,6 +157,16 @@ def test_every_choice_key_is_a_literal_checked_in_one_place():
     assert not re.search(r"_check\(self\.\w+ in \(", source)
 
 
+def test_a_bare_off_in_a_yaml_file_is_the_choice_off(tmp_path):
+    """YAML 1.1 reads ``amp: off`` as False; a choice named off takes it, a choice list without one refuses it."""
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  amp: off\n")
+    assert load_config(path).train.amp == "off"
+    path.write_text("mcts:\n  algorithm: off\n")
+    with pytest.raises(ConfigError, match="mcts.algorithm: expected str, got False"):
+        load_config(path)
+
+
 def test_every_state_string_is_one_of_the_typed_states():
     """What status shows of a stage, a local job or the supervisor is typed (report.status.StageState,
     launch.record.LocalJobState / SupervisorState); a lower-case state literal anywhere else fails here."""
