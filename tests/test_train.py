@@ -103,14 +103,50 @@ def test_sigkill_mid_training_then_resume_finishes_the_same_steps(tmp_path):
     assert again.returncode == 0 and "nothing to do" in again.stdout
 
 
-def test_corrupt_shard_is_reported_and_skipped(tmp_path):
+def test_a_corrupt_new_shard_is_set_aside_played_again_then_trained(tmp_path):
+    """A shard of the generation being trained that does not open (truncated here): training stops before its
+    first step with one line, sets the shard aside and marks its task stopped; the task's rerun (what resume
+    runs) plays just that shard again, and training then trains on every game exactly once."""
+    import h5py
+
+    from alphazero_hpc.store.progress import read_task_progress
+
     paths = make_run(tmp_path)
     victim = paths.shard(0, 0, 3)
     victim.write_bytes(victim.read_bytes()[:300])
     res = train(tmp_path)
+    assert res.returncode == 1, res.stderr[-2000:]
+    line = [x for x in res.stderr.splitlines() if "cannot be read" in x]
+    assert len(line) == 1 and str(victim) in line[0] and "truncated or corrupt" in line[0] and "azhpc resume plays them again" in line[0]
+    assert "Traceback" not in res.stderr and not paths.model(1).exists()
+    assert victim.with_name(victim.name + ".bad").exists() and 3 not in paths.complete_shards(0, 0)
+    progress = read_task_progress(paths.progress(0, 0))
+    assert progress.status == "stopped" and "shard 3 set aside" in progress.error
+    run_selfplay_task(tmp_path, 0, 0, 1, TINY, DATA, evaluator=UniformEvaluator(2))
+    assert read_task_progress(paths.progress(0, 0)).status == "done"
+    games = []
+    for k in paths.complete_shards(0, 0):
+        with h5py.File(paths.shard(0, 0, k)) as f:
+            games += sorted(set(f["game_id"][:].tolist()))
+    assert sorted(games) == list(range(16))  # every game once: the replayed shard holds the games it held
+    res = train(tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert paths.model(1).exists()
+
+
+def test_a_corrupt_shard_of_an_older_generation_is_skipped(tmp_path):
+    """A shard of an older generation in the window (trained on already) that fails when read: set aside and
+    skipped, and the generation trains."""
+    paths = make_run(tmp_path, ["train.window_generations=2"])
+    run_selfplay_task(tmp_path, 1, 0, 1, TINY, [*DATA, "train.window_generations=2"], evaluator=UniformEvaluator(2))
+    res = train(tmp_path)  # generation 0 -> network 1
+    assert res.returncode == 0, res.stderr[-2000:]
+    victim = paths.shard(0, 0, 3)
+    victim.write_bytes(victim.read_bytes()[:300])
+    res = train(tmp_path, "--generation", "1")
     assert res.returncode == 0, res.stderr[-2000:]
     assert f"skipping shard {victim}" in res.stderr and "truncated or corrupt" in res.stderr
-    assert paths.model(1).exists()
+    assert paths.model(2).exists()
 
 
 def test_too_much_corrupt_data_stops_with_a_clear_error(tmp_path):
@@ -119,8 +155,8 @@ def test_too_much_corrupt_data_stops_with_a_clear_error(tmp_path):
         paths.shard(0, 0, k).write_bytes(b"garbage")
     res = train(tmp_path)
     assert res.returncode == 1
-    assert "more than half" in res.stderr and "rerun their self-play" in res.stderr
-    assert not paths.model(1).exists()
+    assert "cannot be read" in res.stderr and "azhpc resume plays them again" in res.stderr
+    assert not paths.model(1).exists() and paths.complete_shards(0, 0) == []
 
 
 def test_training_learns_a_fixed_set_of_positions(dataset):

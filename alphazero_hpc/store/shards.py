@@ -247,6 +247,24 @@ def generation_totals(paths: RunPaths, generation: int, cache: SidecarCache | No
     return games, positions, shards
 
 
+def check_shard(path: Path, rows: int) -> None:
+    """Open a shard without reading its data (the HDF5 superblock and end of file, the format and the row count
+    of ``value_target``): what a truncated, overwritten or foreign file fails. Raises ShardError like read_shard."""
+    try:
+        with h5py.File(path, "r") as h5:
+            if h5.attrs.get("format") != SHARD_FORMAT:
+                raise ShardError(path, f"not an azhpc self-play shard (format {h5.attrs.get('format')!r})")
+            if h5.attrs.get("schema_version") != SHARD_SCHEMA:
+                raise ShardSchemaError(path, f"schema {h5.attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
+            found = h5["value_target"].shape[0] if "value_target" in h5 else -1
+    except FileNotFoundError as exc:
+        raise ShardError(path, "missing") from exc
+    except (OSError, KeyError, ValueError) as exc:
+        raise ShardError(path, f"not a readable HDF5 file, probably truncated or corrupt ({str(exc).splitlines()[0]})") from exc
+    if found != rows:
+        raise ShardError(path, f"{found} rows, its sidecar says {rows}")
+
+
 def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData, dict[str, Any]]:
     """Read and validate a whole shard; raises ShardError naming the path and the reason."""
     path = Path(path)

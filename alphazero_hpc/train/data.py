@@ -20,11 +20,13 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..game.encoding import NUM_MOVES, encode_batch
-from ..errors import AzhpcError, ShardError
+from ..errors import AzhpcError, ShardError, ShardSchemaError
 from ..arrays import ragged_ranges
 from ..store.paths import RunPaths
 from ..cluster.preempt import ignore_stop_signals
-from ..store.shards import ShardData, quarantine, read_shard, read_sidecar
+from ..store import atomic
+from ..store.progress import read_task_progress
+from ..store.shards import ShardData, check_shard, quarantine, read_shard, read_sidecar
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
                     meta = read_sidecar(paths.sidecar(gen, task, shard))
                 except ShardError as exc:
                     quarantine(paths.shard(gen, task, shard))
-                    print(f"azhpc train: skipping {exc} (set aside as .bad; azhpc resume plays it again)",
+                    print(f"azhpc train: skipping {exc} (set aside as .bad)",
                           file=sys.stderr, flush=True)
                     continue
                 if meta.rows > 0:
@@ -59,6 +61,29 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
             total += ref.rows
         refs = kept
     return refs
+
+
+def set_aside_bad_new_shards(paths: RunPaths, generation: int) -> list[str]:
+    """Open every complete shard of ``generation`` (check_shard: no data read) before it is trained on. A shard
+    that does not open (truncated, overwritten, foreign) is set aside (``.bad``) and its task's progress is marked
+    stopped, so that ``azhpc resume`` plays the shard again before the generation trains: its games are not lost.
+    Returns one line per shard set aside. Shards of older generations are trained on already; a bad one is skipped."""
+    lines = []
+    for task in paths.tasks(generation):
+        for shard in paths.complete_shards(generation, task):
+            path = paths.shard(generation, task, shard)
+            try:
+                check_shard(path, read_sidecar(paths.sidecar(generation, task, shard)).rows)
+            except ShardSchemaError:
+                raise
+            except ShardError as exc:
+                quarantine(path)
+                progress = read_task_progress(paths.progress(generation, task))
+                if progress is not None and progress.status == "done":
+                    progress.status, progress.error = "stopped", f"shard {shard} set aside by training: {exc}"
+                    atomic.write_json(paths.progress(generation, task), progress.to_json(), doing="writing progress")
+                lines.append(f"{exc}: set aside as .bad")
+    return lines
 
 
 def imported_window(paths: RunPaths) -> list[ShardRef]:
@@ -176,7 +201,7 @@ class WindowDataset(IterableDataset):
                     except ShardError as exc:
                         loaded[sid] = None
                         quarantine(Path(ref.path))
-                        bad.append(f"{exc} (set aside as .bad; azhpc resume plays it again)")
+                        bad.append(f"{exc} (set aside as .bad and skipped)")
                 data = loaded[sid]
                 if data is not None:
                     parts.append(decode(data, rows[sids == sid], self.q_ratio))

@@ -40,7 +40,7 @@ from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpo
 from ..net.cputhreads import StepThreads
 from ..net.model import build_model
 from ..config import Config
-from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window
+from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window, set_aside_bad_new_shards
 from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths
 from ..store.progress import TrainOutcome, check_stalled, stalled_slices
@@ -191,6 +191,11 @@ class Trainer:
         if self.out.exists():
             self.log(f"{self.out} exists: generation already trained, nothing to do")
             return TrainOutcome("done", self.env.rank, message=f"{self.out} existed: already trained")
+        if self.generation != PRETRAIN:
+            bad = set_aside_bad_new_shards(self.paths, self.generation)
+            if bad:
+                raise AzhpcError(f"generation {self.generation}'s shard(s) cannot be read: {'; '.join(bad)}; "
+                                 f"azhpc resume plays them again, then trains")
         steps = plan_steps(self.cfg, self.paths, self.generation)
         mine = self._my_shards(steps)
         s = self._start(steps, mine)
