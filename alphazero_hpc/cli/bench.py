@@ -1,4 +1,4 @@
-"""``azhpc bench``: the benchmarks (self-play, shards, training, PGN import, pretraining, learning)."""
+"""``azhpc bench``: the benchmarks (self-play, shards, training, PGN import, pretraining, learning, chaos)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .app import main
+from ..store.paths import RunPaths
 from .options import config_options, renamed
 
 
@@ -190,3 +191,33 @@ def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float
     click.echo(f"ladder in {BenchmarkPaths(out_dir).ladder}; azhpc plot {out_dir} draws Elo per CPU-hour")
 
 
+
+
+@bench.command("chaos")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@config_options("configs/tiny.yaml")
+@click.option("--generations", type=click.IntRange(min=1), default=30, show_default=True, help="Generations of the run.")
+@click.option("--faults", type=click.IntRange(min=0), default=40, show_default=True, help="Faults to inject over the run.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the faults' kinds, delays and victims.")
+@click.option("--mean-gap", type=click.FloatRange(min=0), default=8.0, show_default=True,
+              help="Mean seconds between faults (exponential).")
+@click.option("--max-fill-mb", type=click.IntRange(min=1), default=512, show_default=True,
+              help="A full-disk fault fills the run's filesystem only when it has at most this much free (a small scratch mount).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=7200.0, show_default=True,
+              help="Seconds before the driver gives up on the run completing.")
+def bench_chaos_cmd(run_dir: Path, config_path: Path, overrides: tuple[str, ...], generations: int, faults: int, seed: int,
+                    mean_gap: float, max_fill_mb: int, timeout_s: float) -> None:
+    """Launch a local run into RUN and kill, fill and corrupt it at random (seeded) moments, resuming it after each
+    stop; then check that every game is on disk exactly once and every network loads (RUN/logs/chaos.jsonl)."""
+    from ..tools.chaos import run_chaos
+
+    report = run_chaos(run_dir, config_path, overrides, generations, faults, seed, mean_gap, max_fill_mb,
+                       timeout_s=timeout_s, echo=click.echo)
+    kinds: dict[str, int] = {}
+    for fault in report.faults:
+        kinds[fault["event"]] = kinds.get(fault["event"], 0) + 1
+    click.echo(f"{len(report.faults)} faults ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}), {report.resumes} "
+               f"resumes, {report.games} games, {report.wall_s:.0f} s")
+    if not report.ok:
+        raise click.ClickException("the run lost or repeated something: " + "; ".join(report.problems))
+    click.echo(f"every game once, every network loads; the log: {RunPaths(run_dir).chaos_log}")

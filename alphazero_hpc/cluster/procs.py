@@ -1,5 +1,5 @@
 """This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
-command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a process
+parent, its command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a process
 gone) and leaves the caller to decide what that means."""
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ def state(pid: int) -> str | None:
     """The process's state letter (R, S, D, Z for a zombie, ...)."""
     fields = _stat_fields(pid)
     return fields[0] if fields else None
+
+
+def parent(pid: int) -> int | None:
+    """The process's parent pid."""
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields and len(fields) > 1 else None
 
 
 def cmdline(pid: int) -> bytes | None:

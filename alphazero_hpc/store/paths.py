@@ -143,6 +143,11 @@ class RunPaths:
     def supervisor_log(self) -> Path:
         return self.logs / "local-supervisor.log"
 
+    @property
+    def chaos_log(self) -> Path:
+        """What ``azhpc bench chaos`` did to the run and found after it, one JSON object a line."""
+        return self.logs / "chaos.jsonl"
+
     def stage_log(self, name: str) -> Path:
         """The log of a local stage process (``local-g0003-selfplay-task0001``)."""
         return self.logs / f"{name}.log"
