@@ -243,7 +243,7 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     assert sums["clean"] == sums["stopped"] == [(str(steps), sums["clean"][0][1])]
 
 
-def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_training_goes_on(tmp_path):
+def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_played_again(tmp_path):
     import json
 
     paths = make_run(tmp_path)
@@ -251,10 +251,14 @@ def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_training_goes_on(tmp_
     meta = json.loads(sidecar.read_text())
     sidecar.write_text(json.dumps({**meta, "rows": meta["rows"] + 500}))  # was: IndexError in the data loader
     res = train(tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert f"{meta['rows']} rows, its sidecar says {meta['rows'] + 500}" in res.stderr
-    assert paths.model(1).exists()
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert f"{meta['rows']} rows, its sidecar says {meta['rows'] + 500}" in res.stderr and "Traceback" not in res.stderr
     assert paths.shard(0, 0, 2).with_name("shard-00002.h5.bad").exists() and not sidecar.exists()
+    run_selfplay_task(tmp_path, 0, 0, 1, TINY, DATA, evaluator=UniformEvaluator(2))  # what resume runs
+    assert json.loads(sidecar.read_text())["rows"] == meta["rows"]
+    res = train(tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert paths.model(1).exists()
 
 
 def test_pretraining_lr_schedules():
