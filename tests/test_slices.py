@@ -100,3 +100,23 @@ def test_training_that_starts_too_late_for_a_step_is_a_stopped_slice(tmp_path):
     assert atomic.read_json(paths.train_slices(1)) == {"start_step": 0, "stalled": 0}
     assert Trainer(paths.root, 0, DistEnv(), 0, "cpu", _Short(None)).run().status == "stopped"
     assert atomic.read_json(paths.train_slices(1))["stalled"] == 1
+
+
+def test_a_finished_stage_ignores_the_time_limits_usr2():
+    """A slice that finishes as its time limit's USR2 arrives: the signal, landing after the stage returned done,
+    killed the process at exit and SLURM recorded the finished training job as FAILED (the suite's time-limit test,
+    under load). A done stage ignores USR2 from then on; a stopped one keeps its handler (it is being requeued)."""
+    import signal
+
+    from alphazero_hpc.launch.stages import StageResult, _finished
+
+    before = signal.getsignal(signal.SIGUSR2)
+    mine = lambda signum, frame: None  # noqa: E731
+    try:
+        signal.signal(signal.SIGUSR2, mine)
+        _finished(StageResult("train", "stopped", {}))
+        assert signal.getsignal(signal.SIGUSR2) is mine
+        _finished(StageResult("train", "done", {}))
+        assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGUSR2, before)

@@ -50,6 +50,14 @@ def ignore_stop_signals() -> None:
         signal.signal(s, signal.SIG_IGN)
 
 
+def work_finished() -> None:
+    """A stage whose work is done and recorded ignores USR2 from now on. The time limit's warning can land between
+    the stage's return and the process's exit (a slice that finishes just as it ends, seen under load); submitit's
+    handler would then ask for a requeue, or at interpreter exit, where Python gives its handlers back to the
+    default action, the signal kills the process and SLURM records the finished job as FAILED."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
 _TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 
 

@@ -66,8 +66,8 @@ class SelfPlayStage(submitit.helpers.Checkpointable):
         p = run_selfplay_task(run_dir, generation, task, num_tasks, deadline=preempt.Deadline.of_this_job())
         if p.status == "stopped":
             _requeue(f"generation {generation} self-play task {task}", p.error)
-        return StageResult("selfplay", _ended(p.status), {"task": task, "games": p.games_in_shards, "positions": p.positions,
-                                                         "shards": p.shards_done})
+        return _finished(StageResult("selfplay", _ended(p.status), {"task": task, "games": p.games_in_shards,
+                                                                   "positions": p.positions, "shards": p.shards_done}))
 
 
 selfplay_stage = SelfPlayStage()
@@ -84,8 +84,8 @@ class ImportStage(submitit.helpers.Checkpointable):
         p = run_import_task(run_dir, spec, task, deadline=preempt.Deadline.of_this_job())
         if p.status == "stopped":
             _requeue(f"import task {task}", p.error)
-        return StageResult("import", _ended(p.status), {"task": task, "games": p.games, "positions": p.positions,
-                                                       "malformed": p.malformed})
+        return _finished(StageResult("import", _ended(p.status), {"task": task, "games": p.games, "positions": p.positions,
+                                                                 "malformed": p.malformed}))
 
 
 import_stage = ImportStage()
@@ -173,6 +173,13 @@ class StageResult:
         return f"{self.stage} {self.status}: " + ", ".join(f"{k} {v}" for k, v in self.counts.items())
 
 
+def _finished(result: StageResult) -> StageResult:
+    """A stage that returns done: a USR2 after this must not undo it (``preempt.work_finished``)."""
+    if result.status == "done":
+        preempt.work_finished()
+    return result
+
+
 def forward_stop(signum: int = 0, frame=None) -> None:  # noqa: ARG001 - also a signal handler
     """Tell the training ranks to save their state and stop: USR2 to torchrun's tree (torchrun ignores it)."""
     if _torchrun is not None and _torchrun.poll() is None:
@@ -184,7 +191,7 @@ class TrainStage(submitit.helpers.Checkpointable):
     ``checkpoint`` on the first node: the ranks save their state and exit, then submitit requeues the job."""
 
     def __call__(self, run_dir: str, generation: int, nproc_per_node: int = 1) -> StageResult:
-        return train_stage(run_dir, generation, nproc_per_node)
+        return _finished(train_stage(run_dir, generation, nproc_per_node))
 
     def checkpoint(self, *args, **kwargs):
         forward_stop()
