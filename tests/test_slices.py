@@ -120,3 +120,31 @@ def test_a_finished_stage_ignores_the_time_limits_usr2():
         assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR2, before)
+
+
+def test_a_child_tied_to_its_parent_dies_with_it():
+    """The training stage starts torchrun with ``procs.die_with_parent``: a stage killed hard must not leave its
+    ranks training beside the next attempt's. A parent that starts a sleeper that way, SIGKILLed: the sleeper ends."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from alphazero_hpc.launch.record import pid_alive
+
+    code = ("import subprocess, sys; from alphazero_hpc.cluster.procs import die_with_parent; "
+            "p = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent); print(p.pid, flush=True); p.wait()")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert pid_alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while pid_alive(child) and time.time() < deadline:
+        time.sleep(0.05)
+        try:  # reparented to init (or a subreaper): reap it ourselves if we can
+            import os
+            os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    assert not pid_alive(child)

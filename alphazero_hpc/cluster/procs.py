@@ -1,10 +1,12 @@
 """This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
-parent, its command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a process
+parent, its command line and its CPU seconds; and a child's tie to its parent's life (``die_with_parent``). Each reader returns None where ``/proc`` cannot tell (another OS, a process
 gone) and leaves the caller to decide what that means."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -46,3 +48,12 @@ def cpu_seconds(pids: list[int]) -> list[float]:
             return []
         out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
     return out
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """For ``Popen(preexec_fn=...)``: the child is sent ``signum`` when the process that started it dies (Linux's
+    PR_SET_PDEATHSIG; it survives exec). Elsewhere nothing happens."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

@@ -30,7 +30,7 @@ from typing import Literal
 import submitit
 
 from ..store import atomic
-from ..cluster import preempt
+from ..cluster import preempt, procs
 from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv, without_job_environment
 from ..config import Config
 from ..errors import AzhpcError, failure_line, report
@@ -278,7 +278,9 @@ def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
         stale.unlink()
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
-    with subprocess.Popen(ignoring_usr2, env=env) as proc:
+    # a stage killed hard (SIGKILL, the OOM killer) takes torchrun with it: its ranks save their state and stop
+    # instead of training on beside the next attempt's
+    with subprocess.Popen(ignoring_usr2, env=env, preexec_fn=procs.die_with_parent) as proc:
         _torchrun = proc
         try:
             proc.wait()

@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal, Sequence
 import h5py
 
 from ..cluster import procs
+from ..cluster.preempt import descendants
 from ..errors import AzhpcError
 from ..launch.record import azhpc_process_alive, pid_alive, read_record
 from ..launch.resume import resume
@@ -124,9 +125,12 @@ def _targets(paths: RunPaths, g: int, kind: Fault) -> list[Any]:
         return [p.pid for p in _running_tasks(paths, g)]
     if kind == "search-worker":  # spawned by the task: its parent is the task's pid
         return [w for p in _running_tasks(paths, g) for w in p.search_worker_pids if pid_alive(w) and procs.parent(w) == p.pid]
-    if kind == "trainer":
+    if kind == "trainer":  # a training rank (a child of torchrun, itself a child of the stage process)
         t = read_train_progress(paths.train_progress(g + 1))
-        return [t.pid] if t is not None and t.status == "running" and azhpc_process_alive(t.pid, t.host) else []
+        if t is None or t.status != "running" or not azhpc_process_alive(t.pid, t.host):
+            return []
+        return [p for p in descendants(t.pid) if b"alphazero_hpc.train" in (procs.cmdline(p) or b"")
+                and b"torch.distributed.run" not in (procs.cmdline(p) or b"")]
     if kind == "corrupt-shard":  # a complete shard of a task still playing: training has not read it yet
         return [paths.shard(g, p.task, k) for p in _running_tasks(paths, g) for k in paths.complete_shards(g, p.task)]
     return [paths.root] if _supervisor(paths) else []  # full-disk: while the run is running
