@@ -125,6 +125,7 @@ def test_a_finished_stage_ignores_the_time_limits_usr2():
 def test_a_child_tied_to_its_parent_dies_with_it():
     """The training stage starts torchrun with ``procs.die_with_parent``: a stage killed hard must not leave its
     ranks training beside the next attempt's. A parent that starts a sleeper that way, SIGKILLed: the sleeper ends."""
+    import os
     import signal
     import subprocess
     import sys
@@ -143,7 +144,6 @@ def test_a_child_tied_to_its_parent_dies_with_it():
     while pid_alive(child) and time.time() < deadline:
         time.sleep(0.05)
         try:  # reparented to init (or a subreaper): reap it ourselves if we can
-            import os
             os.waitpid(child, os.WNOHANG)
         except ChildProcessError:
             pass

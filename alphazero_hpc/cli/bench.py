@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from .app import main
 from ..store.paths import RunPaths
+from .app import main
 from .options import config_options, renamed
 
 
@@ -189,8 +189,6 @@ def bench_learning_cmd(config_path: Path, out_dir: Path, budget_cpu_hours: float
                                    ladder_every, scale)
     click.echo(render(result, ladder))
     click.echo(f"ladder in {BenchmarkPaths(out_dir).ladder}; azhpc plot {out_dir} draws Elo per CPU-hour")
-
-
 
 
 @bench.command("chaos")

@@ -1,6 +1,7 @@
 """This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
-parent, its command line and its CPU seconds; and a child's tie to its parent's life (``die_with_parent``). Each reader returns None where ``/proc`` cannot tell (another OS, a process
-gone) and leaves the caller to decide what that means."""
+parent, its command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a
+process gone) and leaves the caller to decide what that means. And a child's tie to its parent's life
+(``die_with_parent``)."""
 
 from __future__ import annotations
 

@@ -247,27 +247,13 @@ def generation_totals(paths: RunPaths, generation: int, cache: SidecarCache | No
     return games, positions, shards
 
 
-def check_shard(path: Path, rows: int) -> None:
-    """Open a shard without reading its data (the HDF5 superblock and end of file, the format and the row count
-    of ``value_target``): what a truncated, overwritten or foreign file fails. Raises ShardError like read_shard."""
-    try:
-        with h5py.File(path, "r") as h5:
-            if h5.attrs.get("format") != SHARD_FORMAT:
-                raise ShardError(path, f"not an azhpc self-play shard (format {h5.attrs.get('format')!r})")
-            if h5.attrs.get("schema_version") != SHARD_SCHEMA:
-                raise ShardSchemaError(path, f"schema {h5.attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
-            found = h5["value_target"].shape[0] if "value_target" in h5 else -1
-    except FileNotFoundError as exc:
-        raise ShardError(path, "missing") from exc
-    except (OSError, KeyError, ValueError) as exc:
-        raise ShardError(path, f"not a readable HDF5 file, probably truncated or corrupt ({str(exc).splitlines()[0]})") from exc
-    if found != rows:
-        raise ShardError(path, f"{found} rows, its sidecar says {rows}")
+def _corrupt(path: Path, exc: BaseException) -> ShardError:
+    return ShardError(path, f"corrupt data ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
 
 
-def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData, dict[str, Any]]:
-    """Read and validate a whole shard; raises ShardError naming the path and the reason."""
-    path = Path(path)
+def _open_shard(path: Path) -> tuple[h5py.File, dict[str, Any]]:
+    """The open shard and its attributes, once the file opens (HDF5 superblock and end of file) and is an azhpc
+    shard of this schema; a ShardError naming the path and the reason otherwise (the file closed)."""
     try:
         h5 = h5py.File(path, "r")
     except FileNotFoundError as exc:
@@ -275,12 +261,38 @@ def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData
     except OSError as exc:
         raise ShardError(path, f"not a readable HDF5 file, probably truncated or corrupt ({str(exc).splitlines()[0]})") from exc
     try:
+        attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in h5.attrs.items()}
+        if attrs.get("format") != SHARD_FORMAT:
+            raise ShardError(path, f"not an azhpc self-play shard (format {attrs.get('format')!r})")
+        if attrs.get("schema_version") != SHARD_SCHEMA:
+            raise ShardSchemaError(path, f"schema {attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
+    except BaseException as exc:
+        h5.close()
+        if isinstance(exc, (OSError, KeyError, ValueError)):
+            raise _corrupt(path, exc) from exc
+        raise
+    return h5, attrs
+
+
+def check_shard(path: Path, rows: int) -> None:
+    """Open a shard without reading its data (``_open_shard``, then the row count of ``value_target``): what a
+    truncated, overwritten or foreign file fails. Raises ShardError like read_shard."""
+    h5, _ = _open_shard(Path(path))
+    try:
         with h5:
-            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in h5.attrs.items()}
-            if attrs.get("format") != SHARD_FORMAT:
-                raise ShardError(path, f"not an azhpc self-play shard (format {attrs.get('format')!r})")
-            if attrs.get("schema_version") != SHARD_SCHEMA:
-                raise ShardSchemaError(path, f"schema {attrs.get('schema_version')}, this azhpc reads schema {SHARD_SCHEMA}")
+            found = h5["value_target"].shape[0] if "value_target" in h5 else -1
+    except (OSError, KeyError, ValueError) as exc:
+        raise _corrupt(path, exc) from exc
+    if found != rows:
+        raise ShardError(path, f"{found} rows, its sidecar says {rows}")
+
+
+def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData, dict[str, Any]]:
+    """Read and validate a whole shard; raises ShardError naming the path and the reason."""
+    path = Path(path)
+    h5, attrs = _open_shard(path)
+    try:
+        with h5:
             data = {}
             for name in list(ROW_DATASETS) + list(FLAT_DATASETS):
                 if name not in h5:
@@ -289,7 +301,7 @@ def read_shard(path: Path, expect_history: int | None = None) -> tuple[ShardData
     except ShardError:
         raise
     except (OSError, KeyError, ValueError) as exc:
-        raise ShardError(path, f"corrupt data ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
+        raise _corrupt(path, exc) from exc
     rows = int(attrs.get("rows", -1))
     for name, (dtype, _) in ROW_DATASETS.items():
         if data[name].dtype != np.dtype(dtype) or len(data[name]) != rows:

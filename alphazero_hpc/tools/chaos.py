@@ -23,7 +23,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence, get_args
 
 import h5py
 
@@ -39,7 +39,7 @@ from ..store.progress import read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
 
 Fault = Literal["selfplay-task", "search-worker", "trainer", "supervisor", "full-disk", "corrupt-shard"]
-FAULTS: tuple[Fault, ...] = ("selfplay-task", "search-worker", "trainer", "supervisor", "full-disk", "corrupt-shard")
+FAULTS: tuple[Fault, ...] = get_args(Fault)
 # What a run under the driver needs: search workers to kill, and no generation trained on part of its games (a
 # failed task stops the generation until resume has played it; with a lower fraction training goes on without it).
 CHAOS_OVERRIDES = ("selfplay.search_workers=1", "train.min_selfplay_fraction=1.0", "eval.enabled=false")
@@ -100,7 +100,10 @@ def _wait_started(paths: RunPaths, pid: int, limit_s: float = 120.0) -> None:
     """Until the supervisor that resume started has written itself into the record (or ended): before that the
     record still says ``resuming`` and a second resume would start a second supervisor."""
     deadline = time.time() + limit_s
-    while pid and pid_alive(pid) and time.time() < deadline:
+    while pid and time.time() < deadline:
+        _reap()  # one that died at once stays our zombie, alive to pid_alive, until reaped
+        if not pid_alive(pid):
+            return
         record = read_record(paths)
         if record is not None and int(record.supervisor.get("pid", 0) or 0) == pid:
             return
@@ -129,8 +132,8 @@ def _targets(paths: RunPaths, g: int, kind: Fault) -> list[Any]:
         t = read_train_progress(paths.train_progress(g + 1))
         if t is None or t.status != "running" or not azhpc_process_alive(t.pid, t.host):
             return []
-        return [p for p in descendants(t.pid) if b"alphazero_hpc.train" in (procs.cmdline(p) or b"")
-                and b"torch.distributed.run" not in (procs.cmdline(p) or b"")]
+        commands = {p: procs.cmdline(p) or b"" for p in descendants(t.pid)}
+        return [p for p, c in commands.items() if b"alphazero_hpc.train" in c and b"torch.distributed.run" not in c]
     if kind == "corrupt-shard":  # a complete shard of a task still playing: training has not read it yet
         return [paths.shard(g, p.task, k) for p in _running_tasks(paths, g) for k in paths.complete_shards(g, p.task)]
     return [paths.root] if _supervisor(paths) else []  # full-disk: while the run is running
