@@ -226,6 +226,8 @@ class SlurmConfig:
     selfplay_time_min: int = 60  # time limit of a self-play array task, minutes
     train_time_min: int = 60  # time limit of a training job, minutes
     stop_margin_s: int = 120  # stop this long before a job's time limit (save, requeue); see preempt.py
+    signal_lead_s: int = 0  # SLURM sends USR2 this long before a job's time limit (a backstop behind the stages' own
+                            # stop at stop_margin_s; the stage saves and requeues on it); 0: max(10, stop_margin_s // 2)
     max_attempts: int = 3  # a task or training job gives up after this many attempts in a row without progress
                            # (a new complete shard, a later saved step), and azhpc resume after this many failures
     max_slices: int = 1000  # a backstop: a job stopped at its time limit (SLURM's USR2) is requeued at most this many
@@ -248,6 +250,8 @@ class SlurmConfig:
         _check(self.stop_margin_s < 60 * shortest, "slurm.stop_margin_s",
                f"({self.stop_margin_s} s) must be below the shortest time limit ({shortest} min = {60 * shortest} s), "
                "or every job stops before it starts: raise --selfplay-time/--train-time or lower slurm.stop_margin_s")
+        _check(0 <= self.signal_lead_s < 60 * shortest, "slurm.signal_lead_s",
+               f"must be in [0, {60 * shortest}) seconds (0: half the stop margin; below the shortest time limit)")
         _check(self.max_attempts >= 1, "slurm.max_attempts", "must be >= 1")
         _check(self.max_slices >= 1, "slurm.max_slices", "must be >= 1")
         _check(self.gpus_per_node >= 0, "slurm.gpus_per_node", "must be >= 0 (0: CPU-only nodes)")

@@ -1,4 +1,6 @@
+import getpass
 import os
+import pwd
 import random
 import shutil
 import subprocess
@@ -14,6 +16,9 @@ from alphazero_hpc.evaluate.engines import find_stockfish
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Who submits to SLURM in the tests: an ordinary user, as on a real site (tests/run.sh sets the testbed's user, made by
+# slurm/testbed/testbed.sh); the harness itself stays root where it runs as root (scontrol requeue, sacctmgr, mounts)
+SLURM_USER = os.environ.get("AZHPC_TEST_SLURM_USER") or getpass.getuser()
 
 # The standard perft positions (chessprogramming.org): castling, en passant, promotions, pins, checks.
 PERFT_FENS = [
@@ -40,10 +45,25 @@ def random_game_boards(n_games: int, seed: int = 0, max_plies: int = 120) -> lis
     return out
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def as_user(cmd: list[str], env: dict, user: str | None) -> tuple[list[str], dict]:
+    """``cmd`` and ``env`` to run as ``user`` (runuser, with that user's HOME); unchanged for the current user."""
+    if not user or user == getpass.getuser():
+        return cmd, env
+    home = pwd.getpwnam(user).pw_dir
+    return ["runuser", "-u", user, "--", *cmd], {**env, "HOME": home, "USER": user, "LOGNAME": user}
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path = ROOT,
+            user: str | None = None) -> subprocess.CompletedProcess:
+    """``azhpc ARGS`` in a fresh process; ``user``: run by that user (``SLURM_USER`` for what submits to SLURM)."""
     azhpc = shutil.which("azhpc", path=str(Path(sys.executable).parent)) or "azhpc"
-    return subprocess.run([azhpc, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    cmd, full_env = as_user([azhpc, *args], {**os.environ, **(env or {})}, user)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=full_env)
+
+
+def slurm_cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    """``run_cli`` as the user who submits to SLURM."""
+    return run_cli(*args, user=SLURM_USER, **kw)
 
 
 @pytest.fixture
@@ -80,6 +100,21 @@ def slurm_cluster():
         pytest.skip(msg)
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %G"], capture_output=True, text=True).stdout
     return nodes
+
+
+@pytest.fixture
+def slurm_tmp(slurm_cluster, request):
+    """A fresh folder owned by ``SLURM_USER`` for runs submitted to SLURM (pytest's tmp_path sits in a folder only
+    its owner can enter); removed after the test."""
+    import tempfile
+
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40]
+    folder = Path(tempfile.mkdtemp(prefix=f"azhpc-test-{name}-", dir=os.environ.get("AZHPC_TEST_SLURM_DIR")))
+    pw = pwd.getpwnam(SLURM_USER)
+    os.chown(folder, pw.pw_uid, pw.pw_gid)
+    yield folder
+    if os.environ.get("AZHPC_TEST_KEEP") != "1":  # AZHPC_TEST_KEEP=1: left for a look after a failure
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -44,7 +44,9 @@ fi
 # Where it could not be started (not root, not Debian) a SLURM test skips, unless CI=true: then it fails.
 if [ "${AZHPC_TESTBED:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   export AZHPC_REQUIRE_SLURM=1  # the cluster must be there now: a SLURM test that cannot reach it fails
-  if ! slurm/testbed/testbed.sh start >.venv/testbed.log 2>&1; then
+  # The tests submit as the testbed's ordinary user, as on a real site (limits apply, nothing runs as root).
+  export AZHPC_TEST_SLURM_USER=${AZHPC_TESTBED_USER:-azhpc}
+  if ! { slurm/testbed/testbed.sh start && slurm/testbed/testbed.sh grant .venv/bin/python; } >.venv/testbed.log 2>&1; then
     cat .venv/testbed.log >&2
     echo "tests/run.sh: the SLURM testbed did not start (log above); the SLURM tests will report it" >&2
   fi

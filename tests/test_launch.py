@@ -18,7 +18,7 @@ from alphazero_hpc.launch.record import pid_alive
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
-from .conftest import TINY, run_cli
+from .conftest import SLURM_USER, TINY, as_user, run_cli, slurm_cli
 
 # A quick tiny run: 16 games of at most 40 plies per generation, 8 per shard.
 QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0"]
@@ -188,7 +188,7 @@ def wait_for_run(run: Path, timeout: float) -> dict:
 
 def launch_slurm(run: Path, nodes: int, *extra: str, generations: int = 2) -> dict:
     """``azhpc launch --cluster slurm`` on the testbed (2 fake GPUs per node); the launch record."""
-    res = run_cli("launch", "--cluster", "slurm", "--nodes", str(nodes), "--gpus-per-node", "2", "--generations", str(generations),
+    res = slurm_cli("launch", "--cluster", "slurm", "--nodes", str(nodes), "--gpus-per-node", "2", "--generations", str(generations),
                   "--cpus-per-task", "1", "--run-dir", str(run), *QUICK, *extra)
     assert res.returncode == 0, res.stderr
     return json.loads((run / "launch.json").read_text())
@@ -253,8 +253,8 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
-    run = tmp_path / "sl2"
+def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, slurm_tmp):
+    run = slurm_tmp / "sl2"
     record = launch_slurm(run, 2, "--set", "selfplay.search_workers=2", *EVAL_QUICK)  # workers spawned under srun
     st = wait_for_run(run, 540)
     for g in range(2):
@@ -287,10 +287,10 @@ def test_slurm_two_nodes_two_gpus_two_generations(slurm_cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, tmp_path):
+def test_slurm_failed_task_does_not_leave_training_pending(slurm_cluster, slurm_tmp):
     """A cancelled array task: training still starts (afterany), applies the minimum-data rule and fails
     with a clear error, and the rest of the chain is cancelled instead of pending forever."""
-    run = tmp_path / "slfail"
+    run = slurm_tmp / "slfail"
     # Each task must outlast SLURM's KillWait (10 s on the testbed): scancel's SIGTERM does not stop self-play (submitit
     # lets it run), the SIGKILL after KillWait does, and a task that had finished by then is rightly counted done.
     record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=192", "--set", "selfplay.max_plies=80",
@@ -390,34 +390,34 @@ def test_local_launch_returns_and_cancel_stops_everything(tmp_path):
 
 
 @pytest.mark.slow
-def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, tmp_path):
-    run = tmp_path / "slcancel"
+def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, slurm_tmp):
+    run = slurm_tmp / "slcancel"
     ids = {j["job_id"] for j in launch_slurm(run, 1)["jobs"]}
-    res = run_cli("cancel", str(run))
+    res = slurm_cli("cancel", str(run))
     assert res.returncode == 0 and "cancelled" in res.stdout, res.stderr
     left = still_queued(ids, 60)
     assert not left, f"still queued after azhpc cancel: {left}"
-    assert run_cli("cancel", str(run)).stdout.startswith("cancelled 0 job(s)")
+    assert slurm_cli("cancel", str(run)).stdout.startswith("cancelled 0 job(s)")
     st = status_json(run)
     assert all("CANCELLED" in j["state"] or "COMPLETED" in j["state"] for g in st["generations"] for j in g["jobs"])
 
 
 @pytest.mark.slow
-def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, tmp_path):
+def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, slurm_tmp):
     """slurm/chain.sh + selfplay.sbatch + train.sbatch, no azhpc launch: one generation on 2 tasks, trained on 2 nodes."""
     import os
     import sys
 
     from .conftest import ROOT
 
-    run = tmp_path / "tpl,1"  # a comma used to split chain.sh's --export list
+    run = slurm_tmp / "tpl,1"  # a comma used to split chain.sh's --export list
     config = yaml.safe_load(TINY.read_text())
     config["train"].update(replay_ratio=12, loader_workers=0)  # long enough to be signalled mid-training
-    (tmp_path / "tpl.yaml").write_text(yaml.safe_dump(config))
+    (slurm_tmp / "tpl.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "AZHPC_PYTHON": sys.executable, "SELFPLAY_OPTS": "--cpus-per-task=1",
            "TRAIN_OPTS": "--nodes=2 --gpus-per-node=1 --cpus-per-task=1"}
-    res = subprocess.run([str(ROOT / "slurm" / "chain.sh"), str(run), str(tmp_path / "tpl.yaml"), "1", "2"], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=120)
+    cmd, env = as_user([str(ROOT / "slurm" / "chain.sh"), str(run), str(slurm_tmp / "tpl.yaml"), "1", "2"], env, SLURM_USER)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=slurm_tmp, timeout=120)
     assert res.returncode == 0, res.stderr
     sp, tr = res.stdout.split("self-play array ")[1].split(", training ")
     tr = tr.split()[0]
@@ -456,11 +456,11 @@ def replay_task(run: Path, generation: int, task: int, tasks: int, tmp: Path) ->
 
 
 @pytest.mark.slow
-def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothing(slurm_cluster, tmp_path):
+def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothing(slurm_cluster, slurm_tmp, tmp_path):
     """``scontrol requeue`` of one array task while it writes shards, then of the training job while it trains:
     the run ends with every game exactly once, the task's positions equal an uninterrupted replay of it, and
     training logs every planned step exactly once."""
-    run = tmp_path / "slrq"
+    run = slurm_tmp / "slrq"
     # SIGTERM leaves self-play running until SLURM's SIGKILL (srun waited 12 s on the testbed): the task must have far
     # more than that left after its first shard, or it finishes in the first attempt. At tiny's 16 simulations the
     # remaining 124 games took 11-15 s on a quiet host and the test failed there (2026-11-25); at 64 they take ~4x as
@@ -489,10 +489,10 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
 
 
 @pytest.mark.slow
-def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tmp_path):
+def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, slurm_tmp):
     """One-minute time limits, slurm.stop_margin_s=40: self-play stops starting shards and training saves its
     state before the limit, each requeues its own job, and the run completes with every game exactly once."""
-    run = tmp_path / "sltime"
+    run = slurm_tmp / "sltime"
     # 20 s before the margin: a task's games must take longer than that even on a quiet host (since lazy expansion,
     # 144 games took under 20 s)
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
@@ -510,14 +510,14 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, tm
 
 
 @pytest.mark.slow
-def test_slurm_killed_task_then_resume_twice(slurm_cluster, tmp_path):
+def test_slurm_killed_task_then_resume_twice(slurm_cluster, slurm_tmp):
     """SIGKILL of a self-play task's process (not through SLURM): the element fails, training refuses too little
     data and the chain is cancelled; ``azhpc resume`` submits exactly that task, its training and generation 1;
     a second resume right after submits nothing; the run completes with every game exactly once."""
     import os
     import signal
 
-    run = tmp_path / "slkill"
+    run = slurm_tmp / "slkill"
     record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=32", "--set", "train.min_selfplay_fraction=1.0")
     p = wait_until_running(run / "selfplay" / "gen-0000" / "progress" / "task-0001.json")
     os.kill(p["pid"], signal.SIGKILL)
@@ -526,12 +526,12 @@ def test_slurm_killed_task_then_resume_twice(slurm_cluster, tmp_path):
     assert [r["task"] for r in row] == [1] and "FAILED" in row[0]["detail"], row
     assert st["generations"][0]["train"]["state"] == "failed"
 
-    res = run_cli("resume", str(run))
+    res = slurm_cli("resume", str(run))
     assert res.returncode == 0, res.stdout + res.stderr
     new = json.loads((run / "launch.json").read_text())["jobs"][len(record["jobs"]):]
     assert [(j["generation"], j["stage"], j["task_ids"] if "task_ids" in j else j["tasks"]) for j in new] == [
         (0, "selfplay", [1, 2]), (0, "train", [0, 1]), (1, "selfplay", [0, 2]), (1, "train", [0, 1])], new
-    again = run_cli("resume", str(run))
+    again = slurm_cli("resume", str(run))
     assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stdout + again.stderr
     assert len(json.loads((run / "launch.json").read_text())["jobs"]) == len(record["jobs"]) + 4
     wait_for_run(run, 540)
@@ -800,36 +800,35 @@ def test_slurm_jobs_are_requeued_past_submitits_three_time_limits(tmp_path):
 @pytest.fixture
 def submit_limit(slurm_cluster):
     """A real MaxSubmitJobs on the submitting user's association (the testbed enforces limits), removed afterwards."""
-    import getpass
 
     def set_limit(value: int) -> None:
-        subprocess.run(["sacctmgr", "-i", "modify", "user", getpass.getuser(), "set", f"MaxSubmitJobs={value}"],
+        subprocess.run(["sacctmgr", "-i", "modify", "user", SLURM_USER, "set", f"MaxSubmitJobs={value}"],
                        check=True, capture_output=True)
     yield set_limit
     set_limit(-1)
 
 
 def queued_records() -> int:
-    return len(subprocess.run(["squeue", "-h", "-r", "-u", os.environ.get("USER", "root"), "-o", "%i"],
+    return len(subprocess.run(["squeue", "-h", "-r", "-u", SLURM_USER, "-o", "%i"],
                               capture_output=True, text=True).stdout.split())
 
 
 @pytest.mark.slow
-def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_limit, tmp_path):
+def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_limit, slurm_tmp):
     """MaxSubmitJobs=3 and a chain of 5 generations x (1 self-play task + training) = 10 job records: the launch
     submits one generation, each training job submits the next from inside its allocation, the run completes,
     and squeue never shows more than 3 of the user's records. A plan that no window can fit is one line naming
     the limit."""
     assert queued_records() == 0, "the testbed must be idle"
     submit_limit(3)
-    too_wide = run_cli("launch", "--cluster", "slurm", "--tasks", "3", "--gpus-per-node", "0", "--run-dir",
-                       str(tmp_path / "wide"), *QUICK, "--set", "eval.enabled=false")
+    too_wide = slurm_cli("launch", "--cluster", "slurm", "--tasks", "3", "--gpus-per-node", "0", "--run-dir",
+                       str(slurm_tmp / "wide"), *QUICK, "--set", "eval.enabled=false")
     assert too_wide.returncode == 1 and "one generation needs 4 job records" in too_wide.stderr
     assert "MaxSubmitJobs=3" in too_wide.stderr and "lower --tasks to at most 2" in too_wide.stderr
-    assert not (tmp_path / "wide").exists() and queued_records() == 0
+    assert not (slurm_tmp / "wide").exists() and queued_records() == 0
 
-    run = tmp_path / "window"
-    res = run_cli("launch", "--cluster", "slurm", "--tasks", "1", "--gpus-per-node", "0", "--cpus-per-task", "1",
+    run = slurm_tmp / "window"
+    res = slurm_cli("launch", "--cluster", "slurm", "--tasks", "1", "--gpus-per-node", "0", "--cpus-per-task", "1",
                   "--generations", "5", "--run-dir", str(run), *QUICK, "--set", "eval.enabled=false",
                   "--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2")
     assert res.returncode == 0, res.stderr
@@ -907,3 +906,65 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
     with pytest.raises(AzhpcError, match="11 of your jobs are queued and the site allows 13"):
         window.first_window(cfg, plan2)
     assert plan.generations == 2
+
+
+def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, monkeypatch):
+    """The chain's extension (inside a training job) records each job as soon as sbatch returns it, so a SIGKILL
+    between two submissions leaves no queued job that the run does not know; stopped by SIGTERM (the job ending,
+    or the stage's timeout) it cancels what it submitted and leaves the record as it was (whole generations or
+    nothing)."""
+    from alphazero_hpc.cluster import scheduler
+    from alphazero_hpc.cluster.limits import SubmitLimit
+    from alphazero_hpc.launch import slurm as slurm_mod, window
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, ["run.generations=3", "slurm.selfplay_tasks=2", "eval.enabled=false"])
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    before = [JobRecord(0, "selfplay", "100", [0, 2]), JobRecord(0, "train", "101", [0, 1], dependency="afterany:100")]
+    write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
+    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(None, "no limit"))
+    cancelled, calls = [], []
+
+    def fake_submit(self, what, ex, submit, array_size):
+        calls.append(what)
+        on_disk = [j.job_id for j in read_record(paths).jobs]
+        assert on_disk == ["100", "101", *(str(200 + i) for i in range(len(calls) - 1))], (what, on_disk)
+        if len(calls) == 3:
+            raise SystemExit("chain extension stopped by signal SIGTERM")
+        job = str(200 + len(calls) - 1)
+        return [f"{job}_{i}" for i in range(array_size)] if array_size else [job]
+
+    monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
+    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or True)
+    with pytest.raises(SystemExit):
+        window.extend_chain(paths, 0)
+    assert calls[:2] == ["generation 1 self-play array (tasks 0-1)", "generation 1 training job"]
+    assert cancelled == ["200", "201"]
+    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101"]
+
+
+def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypatch):
+    """A user with associations in two accounts: the limit is the one of the account the jobs are charged to
+    (slurm.account, else the user's default account), with that account's own GrpSubmitJobs, and of the QOS they
+    run under (slurm.qos, else the association's default QOS)."""
+    from alphazero_hpc.cluster import limits
+
+    answers = {
+        "show user alice format=DefaultAccount": "physics\n",
+        "show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS":
+            "physics|40||normal,long|normal\nchem|200||normal,short|short\n",
+        "show assoc where account=physics format=User,GrpSubmit": "|30\nalice|\n",
+        "show assoc where account=chem format=User,GrpSubmit": "|\nalice|\n",
+        "show qos where name=normal format=Name,MaxSubmitPU,GrpSubmit": "normal|100|\n",
+        "show qos where name=short format=Name,MaxSubmitPU,GrpSubmit": "short|150|\n",
+        "show qos where name=long format=Name,MaxSubmitPU,GrpSubmit": "long|10|\n",
+    }
+    monkeypatch.setattr(limits, "run_quietly", lambda cmd: answers.get(" ".join(cmd[2:]), "") if cmd[0] == "sacctmgr" else "")
+    assert limits.read_submit_limit(user="alice").source == "GrpSubmitJobs=30 of account physics (sacctmgr)"
+    chem = limits.read_submit_limit(user="alice", account="chem")
+    assert (chem.jobs, chem.source) == (150, "MaxSubmitJobsPerUser=150 of QOS short (sacctmgr)")
+    assert limits.read_submit_limit(user="alice", account="chem", qos="long").jobs == 10
+    assert limits.read_submit_limit(user="alice", account="chem", qos="normal").jobs == 100
+    assert limits.read_submit_limit(7, user="alice", account="chem").source == "slurm.max_submit_jobs=7"

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from alphazero_hpc.pgn.task import ImportSpec, run_import_task
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.shards import read_shard, read_sidecar
 
-from .conftest import ROOT, TINY, run_cli
+from .conftest import ROOT, TINY, run_cli, slurm_cli
 from .pgn_games import stockfish_games, write_pgn
 
 HISTORY = 2  # configs/tiny.yaml
@@ -290,11 +291,12 @@ def test_cli_reports_malformed_games_and_pretrains_generation_zero(tmp_path, pgn
 
 
 @pytest.mark.slow
-def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cluster, tmp_path, pgn):
+def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cluster, slurm_tmp, pgn):
     """import-pgn --tasks 2 is a SLURM array; launch --pretrain queues the pretraining job after it (afterok) and
     generation 0's self-play after the pretraining job, which writes models/gen-0000.pt from the imported games.
     A cancelled pretraining job is resubmitted by azhpc resume."""
-    run = tmp_path / "slp"
+    pgn = shutil.copy(pgn, slurm_tmp)  # readable by the user who submits
+    run = slurm_tmp / "slp"
     settings = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
                 "--set", "slurm.gpus_per_node=2", "--set", "slurm.cpus_per_task=1", "--set", "run.generations=1"]
     # The default partition is DOWN while the import is submitted twice, so the array stays queued (scontrol hold after
@@ -304,14 +306,14 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     default = next(p.rstrip("*") for p in partition if p.endswith("*"))
     subprocess.run(["scontrol", "update", f"PartitionName={default}", "State=DOWN"], check=True)
     try:
-        r = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+        r = slurm_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
         assert r.returncode == 0 and "SLURM array" in r.stdout, r.stderr
         imports = json.loads((run / "import" / "jobs.json").read_text())["jobs"]
         assert len(imports) == 1
-        again = run_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
+        again = slurm_cli("import-pgn", str(run), str(pgn), "--tasks", "2", "--cluster", "slurm", *settings)
         assert again.returncode == 1 and f"still queued or running (SLURM job(s) {imports[0]})" in again.stderr, again.stderr
         assert json.loads((run / "import" / "jobs.json").read_text())["jobs"] == imports  # nothing submitted twice
-        r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
+        r = slurm_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
         assert r.returncode == 0, r.stderr
     finally:
         subprocess.run(["scontrol", "update", f"PartitionName={default}", "State=UP"], check=True)
@@ -324,7 +326,7 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     # scancel of the pretraining job: the chain after it can never run; azhpc resume queues pretraining again (after
     # the import array if that still runs) and the generation after it
     subprocess.run(["scancel", pre[0]["job_id"]], check=True)
-    r = run_cli("resume", str(run))
+    r = slurm_cli("resume", str(run))
     assert r.returncode == 0, r.stderr
     record = json.loads((run / "launch.json").read_text())
     again = [j for j in record["jobs"] if j["generation"] == -1]
@@ -394,15 +396,16 @@ def test_local_launch_pretrains_generation_zero_before_its_self_play(tmp_path, p
 
 
 
-def test_slurm_pretraining_with_more_ranks_than_imported_shards_is_refused_at_launch(slurm_cluster, tmp_path, pgn):
+def test_slurm_pretraining_with_more_ranks_than_imported_shards_is_refused_at_launch(slurm_cluster, slurm_tmp, pgn):
     """Each training rank reads whole shards: an import of one shard for a job of two ranks is one line at launch,
     with the fix, before anything is queued; the imported games stay."""
-    run = tmp_path / "few"
+    pgn = shutil.copy(pgn, slurm_tmp)  # readable by the user who submits
+    run = slurm_tmp / "few"
     settings = ["--config", str(TINY), "--set", "slurm.gpus_per_node=2", "--set", "run.generations=1"]
-    assert run_cli("import-pgn", str(run), str(pgn), *settings).returncode == 0
+    assert slurm_cli("import-pgn", str(run), str(pgn), *settings).returncode == 0
     shards = sorted((run / "import").rglob("*.h5"))
     assert len(shards) == 1
-    r = run_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
+    r = slurm_cli("launch", "--cluster", "slurm", "--run-dir", str(run), "--pretrain")
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "1 shard(s) for a pretraining job of 2 ranks" in r.stderr and "--games-per-shard" in r.stderr, r.stderr
     assert not (run / "launch.json").exists() and sorted((run / "import").rglob("*.h5")) == shards

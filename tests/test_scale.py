@@ -17,7 +17,7 @@ from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleR
                                           fit_scale, load_scale, render_table, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
-from .conftest import run_cli
+from .conftest import run_cli, slurm_cli
 from .test_evaluate import eval_run  # noqa: F401 - the fixture
 
 
@@ -264,14 +264,14 @@ def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run,
     assert again.results == progress.results and len(read_ledger(paths)) == n  # the ledger's blocks count
 
 
-def test_slurm_calibration_array_plays_every_block_once(slurm_cluster, tmp_path, engines):
+def test_slurm_calibration_array_plays_every_block_once(slurm_cluster, slurm_tmp, engines):
     """azhpc ladder calibrate --cluster slurm: an array of one-CPU tasks shares the blocks; every block lands in the
     ledger once, and submitting again when all are done plays nothing."""
     import time
 
-    out = tmp_path / "cal"
+    out = slurm_tmp / "cal"
     rungs = ["--rung", "random", "--rung", "fairy-stockfish:skill=-12,depth=1", "--rung", "greedy"]
-    r = run_cli("ladder", "calibrate", str(out), "--cluster", "slurm", "--tasks", "2", "--games", "4", *rungs,
+    r = slurm_cli("ladder", "calibrate", str(out), "--cluster", "slurm", "--tasks", "2", "--games", "4", *rungs,
                 "--time-min", "10")
     assert r.returncode == 0 and "calibration array" in r.stdout, r.stderr
     job = json.loads((out / "calibration-jobs.json").read_text())["jobs"][0]
@@ -289,6 +289,6 @@ def test_slurm_calibration_array_plays_every_block_once(slurm_cluster, tmp_path,
     while time.monotonic() < deadline and subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
                                                          text=True).stdout.strip():
         time.sleep(1)
-    local = run_cli("ladder", "calibrate", str(out), "--tasks", "1", "--games", "4", *rungs)
+    local = slurm_cli("ladder", "calibrate", str(out), "--tasks", "1", "--games", "4", *rungs)
     assert local.returncode == 0, local.stderr
     assert len(read_ledger(RunPaths(out))) == 3 and "3 blocks played" in local.stdout

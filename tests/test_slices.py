@@ -97,9 +97,14 @@ def test_training_that_starts_too_late_for_a_step_is_a_stopped_slice(tmp_path):
     outcome = Trainer(paths.root, 0, DistEnv(), 0, "cpu", _Short(None)).run()
     assert outcome.status == "stopped" and "started with 10 s left, below slurm.stop_margin_s" in outcome.message
     assert outcome.step == 0 and not paths.model(1).exists()
-    assert atomic.read_json(paths.train_slices(1)) == {"start_step": 0, "stalled": 0}
+    record = atomic.read_json(paths.train_slices(1))
+    assert (record["start_step"], record["stalled"]) == (0, 0)
     assert Trainer(paths.root, 0, DistEnv(), 0, "cpu", _Short(None)).run().status == "stopped"
-    assert atomic.read_json(paths.train_slices(1))["stalled"] == 1
+    record = atomic.read_json(paths.train_slices(1))
+    assert record["stalled"] == 1
+    # each slice is on record: where it started and ended, and why it stopped
+    assert [(s["start_step"], s["end_step"]) for s in record["slices"]] == [(0, 0), (0, 0)]
+    assert all(s["ended"].startswith("stopped: the job started with 10 s left") for s in record["slices"])
 
 
 def test_a_finished_stage_ignores_the_time_limits_usr2():

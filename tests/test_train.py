@@ -15,7 +15,7 @@ from alphazero_hpc.config import load_config
 from alphazero_hpc.train.data import BatchPlan, ShardRef, replay_window
 from alphazero_hpc.search.fakes import UniformEvaluator
 from alphazero_hpc.store.paths import RunPaths
-from alphazero_hpc.store.progress import read_train_outcomes
+from alphazero_hpc.store.progress import read_train_outcomes, read_train_slices
 from alphazero_hpc.train.trainer import plan_steps
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
@@ -238,6 +238,9 @@ def test_stop_signal_saves_state_then_the_rerun_finishes_like_an_uninterrupted_r
     assert f"resuming at step {saved}/{steps}" in res.stdout
     assert [(o.status, o.step) for o in read_train_outcomes(paths.train_outcomes(1, 0))] == [("done", steps)] * 2
     assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))
+    slices = read_train_slices(paths.train_slices(1))  # the two slices on record, the second from where the first saved
+    assert [(s["start_step"], s["end_step"], s["ended"]) for s in slices] == [
+        (0, saved, "stopped: signal SIGUSR2"), (saved, steps, "done")], slices
     sums = {name: re.findall(r"\[train rank 0\] finished (\d+) steps, weight sum ([-+.0-9e]+)", text)
             for name, text in (("clean", clean.stdout), ("stopped", res.stdout))}
     assert sums["clean"] == sums["stopped"] == [(str(steps), sums["clean"][0][1])]

@@ -219,3 +219,49 @@ def bench_chaos_cmd(run_dir: Path, config_path: Path, overrides: tuple[str, ...]
     if not report.ok:
         raise click.ClickException("the run lost or repeated something: " + "; ".join(report.problems))
     click.echo(f"every game once, every network loads; the log: {RunPaths(run_dir).chaos_log}")
+
+
+@bench.command("growth")
+@click.argument("out", type=click.Path(path_type=Path), default="scratch/growth")
+@click.option("--axes", default="tasks,shards,generations", show_default=True, metavar="AXIS[,AXIS...]",
+              help="What grows: tasks (16 -> 256 per generation), shards (64 -> 4096 per generation), generations (10 -> 500).")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Calls per figure (the median is shown).")
+def bench_growth_cmd(out: Path, axes: str, repeats: int) -> None:
+    """How status, training start-up and launch grow with tasks, shards and generations, on synthetic runs written by
+    the project's own writers (OUT/growth.json, OUT/growth.png)."""
+    from ..errors import AzhpcError
+    from ..tools.growth import POINTS, per_item, plot_growth, run_growth
+
+    chosen = [a.strip() for a in axes.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in POINTS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{axes!r}: choose from {', '.join(POINTS)}", param_hint="--axes")
+    rows = run_growth(out, chosen, repeats, echo=click.echo)
+    for line in per_item(rows):
+        click.echo(line)
+    try:
+        click.echo(f"plot: {plot_growth(rows, out / 'growth.png')}")
+    except AzhpcError as exc:  # matplotlib is optional: the figures stand without the plot
+        click.echo(f"no plot: {exc}")
+
+
+@bench.command("wide")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@config_options("configs/tiny.yaml")
+@click.option("--tasks", type=click.IntRange(min=1), default=64, show_default=True, help="Self-play tasks in the array.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=2, show_default=True,
+              help="CPUs each task asks (with the nodes' CPUs, how many run at once).")
+@click.option("--every", "every_s", type=click.FloatRange(min=0.5), default=5.0, show_default=True,
+              help="Seconds between status calls.")
+def bench_wide_cmd(run_dir: Path, config_path: Path, overrides: tuple[str, ...], tasks: int, cpus_per_task: int,
+                   every_s: float) -> None:
+    """One generation of a wide self-play array on SLURM (tiny games): each task's time from its start to a ready
+    network and to its first game, and how fast azhpc status answers while it runs (RUN/wide.json)."""
+    from ..tools.wide import run_wide, summary
+
+    try:
+        report = run_wide(run_dir, tasks, config_path, overrides, cpus_per_task, every_s, echo=click.echo)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc))
+    for line in summary(report):
+        click.echo(line)

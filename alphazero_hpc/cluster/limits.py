@@ -33,27 +33,37 @@ def _tightest(found: list[tuple[int, str]]) -> SubmitLimit:
     return SubmitLimit(jobs, source)
 
 
-def read_submit_limit(configured: int = 0, user: str | None = None) -> SubmitLimit:
-    """The tightest of: ``configured`` (``slurm.max_submit_jobs``, > 0), the user's associations' MaxSubmitJobs and
-    their accounts' GrpSubmitJobs, the QOS's MaxSubmitJobsPerUser/GrpSubmitJobs, and the cluster's MaxJobCount."""
+def read_submit_limit(configured: int = 0, user: str | None = None, account: str = "", qos: str = "") -> SubmitLimit:
+    """The tightest of: ``configured`` (``slurm.max_submit_jobs``, > 0); MaxSubmitJobs of the user's association in
+    the account the jobs go to (``account``, else the user's default account; every association of the user when
+    neither is known) and GrpSubmitJobs of that account; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs
+    run under (``qos``, else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
     user = user or getpass.getuser()
     found: list[tuple[int, str]] = []
     if configured > 0:
         found.append((configured, f"slurm.max_submit_jobs={configured}"))
-    assoc = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}", "format=MaxSubmit,GrpSubmit,QOS"])
-    qos_names: set[str] = set()
-    for line in (assoc or "").splitlines():
-        parts = line.split("|")
-        if len(parts) < 3:
-            continue
-        if parts[0].isdigit():
-            found.append((int(parts[0]), f"MaxSubmitJobs={parts[0]} of user {user}'s association (sacctmgr)"))
-        if parts[1].isdigit():
-            found.append((int(parts[1]), f"GrpSubmitJobs={parts[1]} of user {user}'s account (sacctmgr)"))
-        qos_names |= {q for q in parts[2].split(",") if q}
+    account = account or _default_account(user)
+    rows = [line.split("|") for line in (run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}",
+            "format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"]) or "").splitlines()]
+    rows = [r for r in rows if len(r) >= 5]
+    mine = [r for r in rows if r[0] == account] or rows  # an unknown account: the tightest of them all
+    qos_names: set[str] = {q for q in qos.split(",") if q}
+    for acct, max_submit, grp_submit, allowed, default_qos in mine:
+        if max_submit.isdigit():
+            found.append((int(max_submit), f"MaxSubmitJobs={max_submit} of user {user}'s association in account {acct} (sacctmgr)"))
+        if grp_submit.isdigit():
+            found.append((int(grp_submit), f"GrpSubmitJobs={grp_submit} of user {user}'s association in account {acct} (sacctmgr)"))
+        if not qos:
+            qos_names |= {default_qos} if default_qos else {q for q in allowed.split(",") if q}
+    for acct in sorted({r[0] for r in mine if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
+        out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", "format=User,GrpSubmit"])
+        for line in (out or "").splitlines():
+            who, _, grp = line.partition("|")
+            if not who and grp.isdigit():
+                found.append((int(grp), f"GrpSubmitJobs={grp} of account {acct} (sacctmgr)"))
     if qos_names:
         out = run_quietly(["sacctmgr", "-nP", "show", "qos", "where", f"name={','.join(sorted(qos_names))}",
-                    "format=Name,MaxSubmitPU,GrpSubmit"])
+                           "format=Name,MaxSubmitPU,GrpSubmit"])
         for line in (out or "").splitlines():
             name, *limits = (line.split("|") + ["", ""])[:3]
             for value, what in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs")):
@@ -65,6 +75,12 @@ def read_submit_limit(configured: int = 0, user: str | None = None) -> SubmitLim
         if key.strip() == "MaxJobCount" and value.strip().isdigit():
             found.append((int(value.strip()), f"MaxJobCount={value.strip()} of the cluster (scontrol show config)"))
     return _tightest(found)
+
+
+def _default_account(user: str) -> str:
+    """The account sbatch charges when none is given (the user's DefaultAccount); '' when sacctmgr does not say."""
+    out = run_quietly(["sacctmgr", "-nP", "show", "user", user, "format=DefaultAccount"])
+    return (out or "").strip().splitlines()[0] if (out or "").strip() else ""
 
 
 def queued_records(user: str | None = None) -> int:

@@ -1,5 +1,5 @@
 """This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
-parent, its command line and its CPU seconds. Each reader returns None where ``/proc`` cannot tell (another OS, a
+parent, its command line, its CPU seconds and when it started. Each reader returns None where ``/proc`` cannot tell (another OS, a
 process gone) and leaves the caller to decide what that means. And a child's tie to its parent's life
 (``die_with_parent``)."""
 
@@ -16,6 +16,18 @@ def _stat_fields(pid: int) -> list[str] | None:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
+        return None
+
+
+def started(pid: int | None = None) -> float | None:
+    """When the process (default: this one) started, as a Unix time: its start in clock ticks after boot plus the
+    boot time (``/proc/stat`` btime)."""
+    fields = _stat_fields(pid or os.getpid())
+    try:
+        with open("/proc/stat") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK") if fields else None
+    except (OSError, StopIteration, ValueError, IndexError):
         return None
 
 

@@ -7,9 +7,11 @@ to what is on disk (progress files, shards, checkpoints). Array elements are key
 from __future__ import annotations
 
 import getpass
+import pwd
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import AzhpcError
 
@@ -48,10 +50,20 @@ class SchedulerSilent(AzhpcError):
     """squeue did not answer: nothing can be said about the jobs (not even that they ended)."""
 
 
-def query(job_ids: list[str]) -> dict[str, JobState]:
-    """States of the given jobs and of their array elements; jobs SLURM no longer knows are absent. sacct may
-    fail (no accounting); squeue must answer, or this raises ``SchedulerSilent``: a silent scheduler is no
-    reason to think the jobs ended."""
+def owner(path: Path) -> str:
+    """Who submitted a run's jobs: the owner of its folder (another user, or an admin, may be looking at it);
+    this user where the folder's owner has no name here."""
+    try:
+        return pwd.getpwuid(path.stat().st_uid).pw_name
+    except (OSError, KeyError):
+        return getpass.getuser()
+
+
+def query(job_ids: list[str], user: str | None = None) -> dict[str, JobState]:
+    """States of the given jobs and of their array elements; jobs SLURM no longer knows are absent. ``user``: who
+    submitted them (``owner`` of the run folder; default this user), whose queue squeue lists. sacct may fail (no
+    accounting); squeue must answer, or this raises ``SchedulerSilent``: a silent scheduler is no reason to think
+    the jobs ended."""
     wanted = {j.split("_")[0] for j in job_ids if j and j[0].isdigit()}
     if not wanted:
         return {}
@@ -63,8 +75,7 @@ def query(job_ids: list[str]) -> dict[str, JobState]:
             # an array that never started is one row, ID_[0-3]: its state stands for every element
             key = parts[0].split("_")[0] if "[" in parts[0] else parts[0]
             states[key] = JobState(parts[1].split()[0] if parts[1] else "UNKNOWN", f"exit {parts[2]}", "sacct")
-    user = getpass.getuser()
-    out = run_quietly(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T|%r"])
+    out = run_quietly(["squeue", "-h", "-r", "-u", user or getpass.getuser(), "-o", "%i|%T|%r"])
     if out is None:
         raise SchedulerSilent("squeue did not answer (slurmctld down, or no SLURM commands on this host): the jobs' "
                               "states are unknown; run this on the cluster's login node, or retry when squeue works")

@@ -53,7 +53,7 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
         from .slurm import SlurmChain
 
         known = atomic.read_json(paths.import_jobs).get("jobs", []) if paths.import_jobs.exists() else []
-        live = _active(known) if todo else []
+        live = _active(known, paths) if todo else []
         if live:  # its tasks would run twice, side by side, writing the same shards
             raise AzhpcError(f"the import into {paths.root} is still queued or running (SLURM job(s) {', '.join(live)}): "
                              f"follow it with azhpc status {paths.root}, or scancel it before importing again")
@@ -86,7 +86,7 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
         return []
     waiting: list[str] = []
     if cluster == "slurm" and paths.import_jobs.exists():
-        waiting = _active(atomic.read_json(paths.import_jobs).get("jobs", []))
+        waiting = _active(atomic.read_json(paths.import_jobs).get("jobs", []), paths)
     if not waiting:
         raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
                          f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
@@ -94,12 +94,12 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     return waiting
 
 
-def _active(jobs: list) -> list[str]:
+def _active(jobs: list, paths: RunPaths) -> list[str]:
     """The import arrays among ``jobs`` that SLURM still has queued or running."""
     from ..cluster import scheduler
 
     jobs = [str(j) for j in jobs]
-    states = scheduler.query(jobs) if jobs else {}
+    states = scheduler.query(jobs, scheduler.owner(paths.root)) if jobs else {}
     return [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
 
 

@@ -132,7 +132,7 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     from .slurm import SlurmChain
 
     result = ResumeResult(paths)
-    states = scheduler.query([j.job_id for j in record.jobs])
+    states = scheduler.query([j.job_id for j in record.jobs], scheduler.owner(paths.root))
     chain = SlurmChain(paths, cfg, record.plan)
     after_train = ""  # the live training job of the previous generation, if any
     replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id
@@ -174,7 +174,7 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             if not train_jobs:
                 if fresh == 0:
                     result.message = (f"generations {g}-{record.plan.generations - 1} wait for room under the submit limit "
-                                      f"({read_submit_limit(cfg.slurm.max_submit_jobs)}): the training jobs submit them")
+                                      f"({read_submit_limit(cfg.slurm.max_submit_jobs, account=cfg.slurm.account, qos=cfg.slurm.qos)}): the training jobs submit them")
                     break
                 fresh -= 1
             attempt = 1 + len(train_jobs)

@@ -49,12 +49,12 @@ class _ScriptExecutor(submitit.SlurmExecutor):
                                    **self.parameters)
 
 
-def _submit_error(what: str, exc: Exception) -> AzhpcError:
+def _submit_error(what: str, exc: Exception, account: str = "", qos: str = "") -> AzhpcError:
     text = " ".join(str(exc).split())
     if "sbatch" in text and "error:" in text:
         text = text[text.index("error:"):]
     if is_submit_limit(text):
-        return AzhpcError(f"sbatch refused the {what}: {text[:300]}; the site's submit limit is {read_submit_limit()}: "
+        return AzhpcError(f"sbatch refused the {what}: {text[:300]}; the site's submit limit is {read_submit_limit(account=account, qos=qos)}: "
                           f"set slurm.max_submit_jobs below it (the chain is then submitted a window at a time), or "
                           f"wait for other jobs to finish (squeue -u $USER) and run azhpc resume")
     return AzhpcError(f"sbatch refused the {what}: {text[:300]}; check --partition/--account/--qos and the resources asked")
@@ -72,6 +72,13 @@ class SlurmChain:
         self.run = str(paths.root.resolve())
         self.name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.run).name)[:40]
         self.submitted: list[JobRecord] = []  # everything submitted so far (cancelled if a later sbatch fails)
+        self.on_submit: Callable[[JobRecord], None] | None = None  # told of each job as soon as sbatch returns its id
+
+    def _submitted(self, job: JobRecord) -> JobRecord:
+        self.submitted.append(job)
+        if self.on_submit is not None:
+            self.on_submit(job)
+        return job
 
     def _executor(self) -> submitit.SlurmExecutor:
         cls = _ScriptExecutor if self.dry_run else submitit.SlurmExecutor
@@ -81,7 +88,7 @@ class SlurmChain:
         s = self.cfg.slurm
         params: dict = {"setup": ["export HDF5_USE_FILE_LOCKING=FALSE", f"export OMP_NUM_THREADS={s.cpus_per_task}"],
                         # USR2 before the time limit, after the stages' own stop at stop_margin_s (preempt.py): a backstop
-                        "signal_delay_s": max(10, s.stop_margin_s // 2),
+                        "signal_delay_s": s.signal_lead_s or max(10, s.stop_margin_s // 2),
                         "additional_parameters": {"requeue": True}}  # preemption and node failure requeue the job
         for key in ("partition", "account", "qos"):
             if getattr(s, key):
@@ -103,7 +110,7 @@ class SlurmChain:
             with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
                 jobs = submit()
         except Exception as exc:  # noqa: BLE001 - submitit raises several types for a refused sbatch
-            raise _submit_error(what, exc) from exc
+            raise _submit_error(what, exc, self.cfg.slurm.account, self.cfg.slurm.qos) from exc
         return [j.job_id for j in jobs]
 
     def submit_selfplay(self, generation: int, after_train: str = "", attempt: int = 1,
@@ -127,9 +134,8 @@ class SlurmChain:
                                 lambda: ex.map_array(selfplay_stage, [run] * n, [generation] * n, chunk, [plan.tasks] * n),
                                 n if n > 1 else None)
             job_id = jobs[0].split("_")[0]
-            records.append(JobRecord(generation, "selfplay", job_id, [chunk[0], chunk[-1] + 1], attempt, dependency,
-                                     indices=[] if contiguous else chunk))
-            self.submitted.append(records[-1])
+            records.append(self._submitted(JobRecord(generation, "selfplay", job_id, [chunk[0], chunk[-1] + 1], attempt,
+                                                     dependency, indices=[] if contiguous else chunk)))
         return records
 
     def submit_import(self, tasks: list[int]) -> list[str]:
@@ -167,8 +173,7 @@ class SlurmChain:
             title, script = self.scripts[-1]
             each = shlex.join(torchrun_command(run, generation, plan.ranks_per_node, (plan.nodes, 0, "<first node>", "$SLURM_JOB_ID")))
             self.scripts[-1] = (title, script + f"# each node's task runs (stages.train_stage):\n#   {each}\n")
-        self.submitted.append(JobRecord(generation, "train", job_id, [0, 1], attempt, dependency))
-        return self.submitted[-1]
+        return self._submitted(JobRecord(generation, "train", job_id, [0, 1], attempt, dependency))
 
     def submit_eval(self, generation: int, after_train: str, attempt: int = 1) -> JobRecord:
         """Evaluation of the network training ``generation`` writes (generation + 1): afterok on that training
@@ -182,8 +187,7 @@ class SlurmChain:
         run = self.run
         job_id = self._submit(f"generation {generation + 1} evaluation job", ex,
                               lambda: [ex.submit(eval_stage, run, generation + 1)], None)[0]
-        self.submitted.append(JobRecord(generation, "eval", job_id, [0, 1], attempt, dependency))
-        return self.submitted[-1]
+        return self._submitted(JobRecord(generation, "eval", job_id, [0, 1], attempt, dependency))
 
     def submit_generations(self, first: int, last: int, after_train: str = "", after_import: list[str] | None = None) -> list[JobRecord]:
         """Self-play and training of generations first..last-1, each chained on the previous training, and

@@ -261,8 +261,17 @@ def _extend(paths: RunPaths, generation: int, node_index: int) -> None:
                   f"{paths.root} submits what is missing", file=sys.stderr, flush=True)
             return
         try:
-            subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.window", str(paths.root), str(generation)],
-                           timeout=min(600.0, left - 20), env=without_job_environment())
+            with subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.window", str(paths.root), str(generation)],
+                                  env=without_job_environment()) as proc:
+                try:
+                    proc.wait(timeout=min(600.0, left - 20))
+                except subprocess.TimeoutExpired:
+                    proc.terminate()  # SIGTERM: it cancels what it submitted (whole generations or nothing), then exits
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                    raise
         except (OSError, subprocess.TimeoutExpired) as exc:
             print(f"chain: the extension did not run ({failure_line(exc)}); azhpc resume {paths.root} submits what is "
                   f"missing", file=sys.stderr, flush=True)

@@ -51,7 +51,7 @@ class Window:
 def measure(cfg: Config, plan: LaunchPlan, remaining: int, extra: int = 0) -> Window:
     """The window for ``remaining`` generations still to submit; ``extra`` records go first (pretraining)."""
     per = records_per_generation(plan, cfg)
-    limit = read_submit_limit(cfg.slurm.max_submit_jobs)
+    limit = read_submit_limit(cfg.slurm.max_submit_jobs, account=cfg.slurm.account, qos=cfg.slurm.qos)
     if limit.jobs is None:
         return Window(remaining, limit, 0, per)
     queued = queued_records()
@@ -121,12 +121,20 @@ def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
                              f"queue")
         chain = SlurmChain(paths, cfg, record.plan)
         after = record.jobs_of(done_through, "train")[-1].job_id
+        known = list(record.jobs)
+
+        def remember(job: JobRecord) -> None:  # on disk before the next sbatch: a killed extension leaves no job unknown
+            record.jobs.append(job)
+            write_record(paths, record)
+
+        chain.on_submit = remember
         try:
             new = chain.submit_generations(done_through + 1, done_through + 1 + w.generations, after_train=after)
         except BaseException:
             scheduler.cancel([j.job_id for j in chain.submitted])  # whole generations or nothing
+            record.jobs = known
+            write_record(paths, record)
             raise
-        record.jobs += new
         record.events.append({"time": time.time(), "event": "extend", "generations": [done_through + 1, done_through + w.generations],
                               "jobs": [j.job_id for j in new], "window": w.describe()})
         write_record(paths, record)
@@ -173,4 +181,9 @@ if __name__ == "__main__":  # python -m alphazero_hpc.launch.window RUN G: what 
     from pathlib import Path
 
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # SLURM's warning is for the training job, not for this
+
+    def _stop(signum: int, frame: object) -> None:  # the job ending (SIGTERM before SIGKILL): cancel what this submitted
+        raise SystemExit(f"chain extension stopped by signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, _stop)
     extend_after_training(RunPaths(Path(sys.argv[1])), int(sys.argv[2]))

@@ -17,7 +17,7 @@ from ..store.paths import BenchmarkPaths, RunPaths
 from ..store.progress import read_task_progress, read_train_progress
 
 
-def _pyplot():
+def pyplot():
     try:
         import matplotlib
     except ImportError as exc:
@@ -42,13 +42,13 @@ def compute_hours(paths: RunPaths, generations: int) -> list[float]:
     return out
 
 
-def _save(fig: Any, dest: Path) -> None:
+def save_figure(fig: Any, dest: Path) -> None:
     with atomic.atomic_path(dest, "writing a plot") as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
 
 
 def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     from .status import collect
@@ -88,7 +88,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         axes[0].set_title("Strength per generation")
         axes[1].set_title("Strength per compute")
         axes[1].legend(loc="best", fontsize=8)
-        _save(fig, paths.plot("elo"))
+        save_figure(fig, paths.plot("elo"))
         plt.close(fig)
         written.append(paths.plot("elo"))
 
@@ -114,7 +114,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             ax.set_xlabel("training step (all generations; grey: a new generation's data)")
             ax.set_ylabel(name)
             ax.grid(alpha=0.3)
-        _save(fig, paths.plot("losses"))
+        save_figure(fig, paths.plot("losses"))
         plt.close(fig)
         written.append(paths.plot("losses"))
 
@@ -138,7 +138,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             ax.set_xlabel("generation")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-        _save(fig, paths.plot("games"))
+        save_figure(fig, paths.plot("games"))
         plt.close(fig)
         written.append(paths.plot("games"))
     if not written:
@@ -148,7 +148,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
 
 def plot_benchmark(out_dir: Path) -> Path:
     """Elo per CPU-hour of every arm of ``azhpc bench learning`` in one figure (OUT/plots/elo-per-cpu-hour.png)."""
-    plt = _pyplot()
+    plt = pyplot()
     out = BenchmarkPaths(out_dir)
     try:
         arms = json.loads(out.summary.read_text())["arms"]
@@ -174,6 +174,6 @@ def plot_benchmark(out_dir: Path) -> Path:
     ax.set_title("Strength per CPU budget, by search")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, out.plot)
+    save_figure(fig, out.plot)
     plt.close(fig)
     return out.plot

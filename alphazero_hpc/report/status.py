@@ -267,7 +267,7 @@ def collect(run_dir: Path) -> RunStatus:
     states, silent = {}, ""
     if record and plan.cluster == "slurm":
         try:
-            states = scheduler.query([j.job_id for j in record.jobs])
+            states = scheduler.query([j.job_id for j in record.jobs], scheduler.owner(paths.root))
         except scheduler.SchedulerSilent as exc:
             silent = str(exc)
     supervisor = None

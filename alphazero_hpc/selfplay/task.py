@@ -9,9 +9,11 @@ attempt would have.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
+from ..cluster import procs
 from ..cluster.preempt import Deadline, Stop
 from ..config import Config
 from ..cluster.slurmenv import SlurmEnv
@@ -86,7 +88,8 @@ def run_selfplay_task(
     task_dir = paths.task_dir(generation, task)
     task_dir.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temporaries(task_dir)
-    progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games, shards_target=plan.shards)
+    progress = TaskProgress(generation=generation, task=task, num_tasks=num_tasks, games_target=plan.games,
+                            shards_target=plan.shards, process_started=procs.started() or 0.0)
     previous = read_task_progress(paths.progress(generation, task))
     if previous is not None:
         missing = set(range(plan.shards)) - set(paths.complete_shards(generation, task))
@@ -124,6 +127,7 @@ def run_selfplay_task(
                               f"slurm.stop_margin_s if every slice starts this late)")
             pf.write()
             return progress
+        progress.ready_s = time.time() - progress.process_started if progress.process_started else 0.0
         k = search_workers(cfg)
         pacer = Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan, parallel=max(k, 1))
         progress.status = "running"

@@ -63,6 +63,40 @@ def check_stalled(what: str, stalled: int, max_attempts: int, where: str, fix: s
                          f"still at {where}; {fix}")
 
 
+def start_train_slice(path: Path, step: int) -> int:
+    """Record a training attempt starting at saved step ``step`` in ``path`` (``train/gen-N/slices.json``: the stall
+    rule's mark and count, and one entry per slice: where it started and ended, and why it ended) and return how many
+    attempts in a row before it made no progress."""
+    try:
+        previous = atomic.read_json(path)
+    except (OSError, ValueError):
+        previous = {}
+    stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
+    history = list(previous.get("slices", []))[-999:]  # bounded: a stage that needs more is told by max_attempts
+    env = SlurmEnv.now()
+    history.append({"start_step": step, "started": round(time.time(), 3), "job": env.job_id,
+                    "restart_count": env.restart_count, "host": socket.gethostname()})
+    atomic.write_json(path, {"start_step": step, "stalled": stalled, "slices": history}, doing="writing the training slices")
+    return stalled
+
+
+def end_train_slice(path: Path, step: int, ended: str) -> None:
+    """Close the last entry of ``path``'s slices: the step reached and how it ended (done, or why it stopped)."""
+    try:
+        record = atomic.read_json(path)
+    except (OSError, ValueError):
+        return  # nothing to close (a state from before slices were recorded)
+    if record.get("slices"):
+        record["slices"][-1].update(end_step=step, ended=ended, ended_at=round(time.time(), 3))
+        atomic.write_json(path, record, doing="writing the training slices")
+
+
+def read_train_slices(path: Path) -> list[dict]:
+    """The slices recorded in ``path`` (empty when none)."""
+    data = _read_object(path)
+    return list(data.get("slices", [])) if data else []
+
+
 def _read(cls: type, path: Path):  # noqa: ANN202
     """The record of ``cls`` in ``path``; None when the file is missing, unreadable or not such a record."""
     data = _read_object(path)
@@ -109,6 +143,9 @@ class TaskProgress(_JsonRecord):
     would_resign: int = 0
     resign_false_positives: int = 0
     terminations: dict[str, int] = field(default_factory=dict)
+    process_started: float = 0.0  # when this attempt's process started (Unix time; before its imports)
+    ready_s: float = 0.0  # process start -> network loaded and search ready (imports, network load), this attempt
+    first_game_s: float = 0.0  # process start -> this attempt's first finished game
     search_workers: int = 0  # search processes sharing this task's network (0: the task searches itself)
     search_worker_pids: list[int] = field(default_factory=list)
     search_worker_restarts: int = 0
@@ -139,6 +176,8 @@ class ProgressFile:
         p = self.p
         p.updated = time.time()
         p.elapsed_s = p.updated - self._t0
+        if p.games_this_attempt and not p.first_game_s and p.process_started:
+            p.first_game_s = p.updated - p.process_started
         if p.elapsed_s > 0:
             p.games_per_s = p.games_this_attempt / p.elapsed_s
             p.simulations_per_s = p.simulations_this_attempt / p.elapsed_s

@@ -43,7 +43,7 @@ from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window, set_aside_bad_new_shards
 from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths
-from ..store.progress import TrainOutcome, check_stalled, stalled_slices
+from ..store.progress import TrainOutcome, check_stalled, end_train_slice, start_train_slice
 from ..cluster.preempt import EXIT_REQUEUE, Deadline, Stop
 from ..cluster.slurmenv import SlurmEnv
 from ..store.runconfig import read_run_config
@@ -207,6 +207,8 @@ class Trainer:
             message = (f"at step {s.step}/{steps}: {late}; requeued (raise --train-time or lower slurm.stop_margin_s "
                        f"if every slice starts this late)")
             print(f"[train rank {self.env.rank}] stopped {message}", file=sys.stderr, flush=True)
+            if self.env.master:
+                end_train_slice(self.paths.train_slices(self.generation + 1), s.step, f"stopped: {late}")
             return TrainOutcome("stopped", self.env.rank, s.step, steps, message)
         stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
@@ -363,6 +365,8 @@ class Trainer:
             s.tb.close()
         message = (f"at step {s.step}/{steps} ({s.step - first_step} this attempt), {reason}; state saved in "
                    f"{self.state_path}")
+        if self.env.master:
+            end_train_slice(self.paths.train_slices(self.generation + 1), s.step, f"stopped: {reason}")
         print(f"[train rank {self.env.rank}] stopped {message}", file=sys.stderr, flush=True)
         return TrainOutcome("stopped", self.env.rank, s.step, steps, message)
 
@@ -377,6 +381,7 @@ class Trainer:
                             extra={"optimizer": s.opt.state_dict(), "trained_from": self.generation, "steps": s.step,
                                    "world_size": self.env.world, "skipped_steps": s.skipped, "metrics": self._last_metrics()})
             self.log(f"wrote {self.out}")
+            end_train_slice(self.paths.train_slices(self.generation + 1), s.step, "done")
             if not self.cfg.train.keep_states:  # the network is written: a resume never reads the state again
                 self.state_path.unlink(missing_ok=True)
         if self.env.world > 1:
@@ -390,13 +395,7 @@ class Trainer:
         an attempt that saved progress resets the count, so a long training spans any number of time limits."""
         if not self.env.master:
             return
-        path = self.paths.train_slices(self.generation + 1)
-        try:
-            previous = atomic.read_json(path)
-        except (OSError, ValueError):
-            previous = {}
-        stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
-        atomic.write_json(path, {"start_step": step, "stalled": stalled}, doing="writing the training slices")
+        stalled = start_train_slice(self.paths.train_slices(self.generation + 1), step)
         check_stalled(f"generation {self.generation} training", stalled, self.cfg.slurm.max_attempts,
                       f"step {step} of the saved state",
                       "each slice must save a later state: lower train.checkpoint_every or raise slurm.train_time_min; "

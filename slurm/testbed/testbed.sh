@@ -6,6 +6,7 @@
 #   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
 #   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
 #   slurm/testbed/testbed.sh status         say whether the cluster answers
+#   sudo slurm/testbed/testbed.sh grant PROGRAM...   let the submitting user run PROGRAM (e.g. .venv/bin/python)
 #
 # Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
 # records). It refuses to touch an /etc/slurm/slurm.conf it did not write. Settings (environment):
@@ -13,12 +14,15 @@
 #   AZHPC_TESTBED_GPUS  fake GPUs per node                 [4]
 #   AZHPC_TESTBED_CPUS  CPUs each node declares            [8; more than the machine has, so that the
 #                       default resource requests fit: jobs share the real cores]
+#   AZHPC_TESTBED_USER  an ordinary (non-root) user made here and given an association, who submits as on a real
+#                       site (the tests submit as this user)          [azhpc]
 set -euo pipefail
 
 DIR=${AZHPC_TESTBED_DIR:-/var/lib/azhpc-testbed}
 GPUS=${AZHPC_TESTBED_GPUS:-4}
 CPUS=${AZHPC_TESTBED_CPUS:-8}
 CLUSTER=azhpc
+USER_NAME=${AZHPC_TESTBED_USER:-azhpc}
 ETC=/etc/slurm
 MARK="# written by azhpc slurm/testbed/testbed.sh"
 NODES=(n1 n2)
@@ -162,13 +166,40 @@ start_slurm() {
   wait_for 60 slurmdbd sacctmgr -n list cluster
   sacctmgr -i -Q add cluster "$CLUSTER" >/dev/null 2>&1 || true
   sacctmgr -i -Q add account azhpc Cluster="$CLUSTER" Description=testbed Organization=azhpc >/dev/null 2>&1 || true
-  for u in root ${SUDO_USER:-}; do sacctmgr -i -Q add user "$u" Account=azhpc >/dev/null 2>&1 || true; done
+  add_users
   running "$DIR/run/slurmctld.pid" || slurmctld
   wait_for 30 slurmctld scontrol ping
   for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done
   wait_for 60 "the compute nodes" answers
   # Nodes left DOWN by an unclean stop come back here.
   scontrol update NodeName=n1,n2 State=RESUME >/dev/null 2>&1 || true
+}
+
+ensure_user() {  # the ordinary user who submits (a home of its own: pip, torch and submitit write under ~)
+  id "$USER_NAME" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$USER_NAME"
+}
+
+add_users() {  # every submitting user needs an association (AccountingStorageEnforce=limits refuses one without)
+  local u
+  for u in root "$USER_NAME" ${SUDO_USER:-}; do
+    sacctmgr -n -P list user "$u" format=user 2>/dev/null | grep -qx "$u" || sacctmgr -i -Q add user "$u" Account=azhpc >/dev/null 2>&1 || true
+  done
+}
+
+grant() {  # grant PROGRAM...: the submitting user can run each PROGRAM (directories above it that it cannot enter,
+           # such as a pyenv Python under /root, are opened for traversal only: o+x, no listing)
+  local p d target
+  for p in "$@"; do
+    for target in "$(readlink -f "$p")" "$(cd "$(dirname "$p")" && pwd -P)/$(basename "$p")"; do
+      d=""
+      for part in $(dirname "$target" | tr / ' '); do  # from the top down: a closed parent hides an open child
+        d="$d/$part"
+        runuser -u "$USER_NAME" -- test -x "$d" || { chmod o+x "$d"; log "opened $d for traversal (o+x) to $USER_NAME"; }
+      done
+    done
+    runuser -u "$USER_NAME" -- "$p" -c pass 2>/dev/null || runuser -u "$USER_NAME" -- test -x "$p" ||
+      die "$USER_NAME still cannot run $p"
+  done
 }
 
 stop_pid() {  # stop_pid PIDFILE
@@ -184,11 +215,13 @@ cmd=${1:-status}
 case "$cmd" in
   start)
     need_root start
+    ensure_user
     if answers; then
       before=$(cat "$DIR"/etc/*.conf | md5sum)
       write_config
       if [ "$before" = "$(cat "$DIR"/etc/*.conf | md5sum)" ]; then
-        log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -)"; exit 0
+        add_users
+        log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -); submitting user: $USER_NAME"; exit 0
       fi
       log "the testbed's config changed: restarting slurmctld and slurmd"
       for n in "${NODES[@]}"; do stop_pid "$DIR/run/slurmd-$n.pid"; done
@@ -199,21 +232,27 @@ case "$cmd" in
     start_munge
     start_mariadb
     start_slurm
-    log "up: $(sinfo -h -N -p normal -o '%N %T %G %c CPUs' | paste -sd, -); accounting: $(sacctmgr -n list cluster format=cluster | xargs)"
+    log "up: $(sinfo -h -N -p normal -o '%N %T %G %c CPUs' | paste -sd, -); accounting: $(sacctmgr -n list cluster format=cluster | xargs); submitting user: $USER_NAME"
     ;;
   stop)
     need_root stop
-    scancel --user=root >/dev/null 2>&1 || true
+    for u in root "$USER_NAME"; do scancel --user="$u" >/dev/null 2>&1 || true; done
     for n in "${NODES[@]}"; do stop_pid "$DIR/run/slurmd-$n.pid"; done
     stop_pid "$DIR/run/slurmctld.pid"
     stop_pid "$DIR/run/slurmdbd.pid"
     mysqladmin shutdown >/dev/null 2>&1 || true
     log "stopped (config and accounting kept in $DIR)"
     ;;
+  grant)
+    need_root grant
+    ensure_user
+    shift
+    grant "$@"
+    ;;
   status)
     if answers; then sinfo -N -o '%N %T %G %C'; else die "not running (start it: sudo $0 start)"; fi
     ;;
   *)
-    die "unknown command '$cmd': use start, stop or status"
+    die "unknown command '$cmd': use start, stop, status or grant"
     ;;
 esac
