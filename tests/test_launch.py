@@ -759,7 +759,8 @@ def test_cancel_kills_a_supervisor_that_ignores_sigterm_and_its_stages(tmp_path)
 
 
 def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
-    """A watching status re-reads no unchanged sidecar and only the tail of metrics.jsonl."""
+    """A watching status re-reads no unchanged sidecar, only the tail of metrics.jsonl, and nothing of a settled
+    generation."""
     from alphazero_hpc.report import status as status_mod
     from alphazero_hpc.search.fakes import UniformEvaluator
     from alphazero_hpc.selfplay.task import run_selfplay_task
@@ -782,6 +783,29 @@ def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
     metrics.write_bytes(b"\xff" * 1_000_000 + b'\n{"step": 7, "steps": 9, "policy_loss": 1.5, "value_loss": 0.5}\n')
     st = status_mod.collect(tmp_path)
     assert st.generations[0].train.step == 7 and st.generations[0].train.policy_loss == 1.5
+    # a settled generation (its network written, every task done) is read once, then not at all
+    import dataclasses
+    import shutil
+
+    from alphazero_hpc.store import progress as progress_mod
+
+    progress_reads = []
+    real_progress = progress_mod.read_task_progress
+    monkeypatch.setattr(status_mod, "read_task_progress", lambda p: progress_reads.append(p) or real_progress(p))
+    monkeypatch.setattr(status_mod, "_SETTLED", {})
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, write_record
+
+    cfg = load_config(paths.config)
+    plan = dataclasses.replace(make_plan(cfg, "local"), generations=1)
+    write_record(paths, LaunchRecord(plan, "test", jobs=[JobRecord(0, "selfplay", "local-1", [0, 1], state="done")]))
+    shutil.copyfile(paths.sidecar(0, 0, 0), paths.root / "unused")  # any file: the network only has to exist
+    paths.model(1).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(paths.root / "unused", paths.model(1))
+    assert status_mod.collect(tmp_path).generations[0].train.state == "done" and len(progress_reads) == 1
+    again = status_mod.collect(tmp_path)
+    assert len(progress_reads) == 1 and again.generations[0].selfplay.shards == 4
+    paths.progress(0, 0).unlink()  # not read again: a settled generation does not change
+    assert status_mod.collect(tmp_path).generations[0].selfplay.done == 1 and len(progress_reads) == 1
 
 
 def test_slurm_jobs_are_requeued_past_submitits_three_time_limits(tmp_path):

@@ -192,6 +192,9 @@ def _alive(pid: int, host: str) -> bool | None:
 
 
 _SIDECARS = SidecarCache()  # one per process: a watching status re-reads only new sidecars
+# ... and nothing of a settled generation (its network written, every task done, none of its jobs live): its self-play
+# and training figures no longer change, so a refresh of a long run reads the generations in flight, not all of them
+_SETTLED: dict[tuple[str, int], tuple[SelfPlayStatus, TrainStatus]] = {}
 
 
 def _metrics(paths: RunPaths, generation: int, tail: int = 16384) -> dict[str, Any]:
@@ -357,9 +360,17 @@ def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
 
 def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict, g: int,
                 ledger: tuple[list[LedgerEntry], str]) -> GenerationStatus:
-    sp = _selfplay(paths, cfg, plan, record, states, g)
     jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
-    return GenerationStatus(g, sp, _train(paths, plan, g, jobs), _eval(paths, g + 1, jobs, ledger), jobs)
+    key = (str(paths.root), g)
+    settled = _SETTLED.get(key)
+    if settled is not None:
+        sp, train = settled
+    else:
+        sp = _selfplay(paths, cfg, plan, record, states, g)
+        train = _train(paths, plan, g, jobs)
+        if train.state == "done" and sp.done == sp.tasks and not _active(jobs):
+            _SETTLED[key] = (sp, train)
+    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger), jobs)
 
 
 def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> TrainStatus:

@@ -121,7 +121,8 @@ def measure(paths: RunPaths, repeats: int) -> dict[str, float]:
     last = len(paths.generations()) - 1
 
     def status_first() -> None:
-        status_mod._SIDECARS = SidecarCache()  # a fresh process's cache
+        status_mod._SIDECARS = SidecarCache()  # a fresh process's caches
+        status_mod._SETTLED.clear()
         status_mod.render(status_mod.collect(paths.root))
 
     def status_refresh() -> None:
