@@ -839,8 +839,8 @@ def queued_records() -> int:
 
 @pytest.mark.slow
 def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_limit, slurm_tmp):
-    """MaxSubmitJobs=3 and a chain of 5 generations x (1 self-play task + training) = 10 job records: the launch
-    submits one generation, each training job submits the next from inside its allocation, the run completes,
+    """MaxSubmitJobs=3 and a chain of 8 generations x (1 self-play task + training) = 16 job records, more than five
+    times the limit: the launch submits one generation, each training job submits the next from inside its allocation, the run completes,
     and squeue never shows more than 3 of the user's records. A plan that no window can fit is one line naming
     the limit."""
     assert queued_records() == 0, "the testbed must be idle"
@@ -853,32 +853,32 @@ def test_slurm_chain_under_a_submit_limit_completes_a_window_at_a_time(submit_li
 
     run = slurm_tmp / "window"
     res = slurm_cli("launch", "--cluster", "slurm", "--tasks", "1", "--gpus-per-node", "0", "--cpus-per-task", "1",
-                  "--generations", "5", "--run-dir", str(run), *QUICK, "--set", "eval.enabled=false",
+                  "--generations", "8", "--run-dir", str(run), *QUICK, "--set", "eval.enabled=false",
                   "--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2")
     assert res.returncode == 0, res.stderr
     assert "1 generation(s) now (2 job records each; MaxSubmitJobs=3" in res.stdout
     record = json.loads((run / "launch.json").read_text())
     assert {j["generation"] for j in record["jobs"]} == {0}
     seen, deadline = [], time.time() + 600
-    while not (run / "models" / "gen-0005.pt").exists() and time.time() < deadline:
+    while not (run / "models" / "gen-0008.pt").exists() and time.time() < deadline:
         seen.append(queued_records())
         if len(seen) % 40 == 0 and any(g["train"] and g["train"]["state"] == "failed" for g in status_json(run)["generations"]):
             pytest.fail(run_cli("status", str(run)).stdout)
         time.sleep(0.5)
-    assert (run / "models" / "gen-0005.pt").exists(), run_cli("status", str(run)).stdout
+    assert (run / "models" / "gen-0008.pt").exists(), run_cli("status", str(run)).stdout
     assert max(seen) <= 3 and max(seen) >= 2, seen
     st = wait_for_run(run, 120)
     record = json.loads((run / "launch.json").read_text())
     extends = [e for e in record["events"] if e["event"] == "extend"]
-    assert [e["generations"] for e in extends] == [[g, g] for g in range(1, 5)]
+    assert [e["generations"] for e in extends] == [[g, g] for g in range(1, 8)]
     trains = [j for j in record["jobs"] if j["stage"] == "train"]
-    assert [j["generation"] for j in trains] == list(range(5)) and all(j["attempt"] == 1 for j in trains)
-    for g in range(1, 5):  # each generation's self-play waited for the previous training, as in one submission
+    assert [j["generation"] for j in trains] == list(range(8)) and all(j["attempt"] == 1 for j in trains)
+    for g in range(1, 8):  # each generation's self-play waited for the previous training, as in one submission
         array = next(j for j in record["jobs"] if j["stage"] == "selfplay" and j["generation"] == g)
         assert array["dependency"] == f"afterok:{trains[g - 1]['job_id']}"
     assert set(sacct_states([j["job_id"] for j in record["jobs"]]).values()) == {"COMPLETED"}
     assert "chain" not in st
-    check_status_matches_disk(run, 5)
+    check_status_matches_disk(run, 8)
 
 
 def test_the_supervisor_in_process_gives_the_signal_handlers_back(tmp_path):
