@@ -76,7 +76,7 @@ def test_sigkill_at_any_moment_then_rerun_gives_exactly_the_uninterrupted_shards
     assert progress["positions"] == sum(len(v["value_target"]) for v in expected.values())
     # the attempt's start-up, from its process's start: to a ready search, then to its first game
     assert 0 < progress["process_started"] <= progress["started"]
-    assert 0 < progress["ready_s"] <= progress["first_game_s"] < 300
+    assert 0 < progress["ready_s"] <= progress["first_game_s"] < 300 and 0 < progress["ready_cpu_s"] < 300
 
 
 def test_progress_is_written_after_every_game_and_a_crash_is_recorded(tmp_path):

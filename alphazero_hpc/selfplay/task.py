@@ -128,6 +128,7 @@ def run_selfplay_task(
             pf.write()
             return progress
         progress.ready_s = time.time() - progress.process_started if progress.process_started else 0.0
+        progress.ready_cpu_s = time.process_time()
         k = search_workers(cfg)
         pacer = Pacer(deadline, cfg.slurm.stop_margin_s, progress, plan, parallel=max(k, 1))
         progress.status = "running"

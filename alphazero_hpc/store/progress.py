@@ -145,6 +145,7 @@ class TaskProgress(_JsonRecord):
     terminations: dict[str, int] = field(default_factory=dict)
     process_started: float = 0.0  # when this attempt's process started (Unix time; before its imports)
     ready_s: float = 0.0  # process start -> network loaded and search ready (imports, network load), this attempt
+    ready_cpu_s: float = 0.0  # ... this process's CPU seconds by then (what start-up costs, whatever the wait for a core)
     first_game_s: float = 0.0  # process start -> this attempt's first finished game
     search_workers: int = 0  # search processes sharing this task's network (0: the task searches itself)
     search_worker_pids: list[int] = field(default_factory=list)

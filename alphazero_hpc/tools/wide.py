@@ -46,6 +46,7 @@ class WideReport:
     one_shot: list[StatusCall] = field(default_factory=list)
     refresh: list[StatusCall] = field(default_factory=list)
     ready_s: list[float] = field(default_factory=list)  # per task: process start -> search ready
+    ready_cpu_s: list[float] = field(default_factory=list)  # ... the CPU seconds that took (no wait for a core in them)
     first_game_s: list[float] = field(default_factory=list)  # per task: process start -> first game
     queue_to_process_s: list[float] = field(default_factory=list)  # per task: SLURM's start -> the process's start
     peak_running: int = 0
@@ -117,28 +118,32 @@ def run_wide(run_dir: Path, tasks: int, config_path: str | Path | None, override
         if model.exists() or (st.get("generations") and (st["generations"][0].get("train") or {}).get("state") == "failed"):
             break
         time.sleep(every_s)
-    starts = _slurm_starts(paths)
+    starts, elements = _slurm_starts(paths)
     for t in range(tasks):
         p = read_task_progress(paths.progress(0, t))
         if p is None or p.status != "done":
             report.failed.append(t)
             continue
         report.ready_s.append(p.ready_s)
+        report.ready_cpu_s.append(p.ready_cpu_s)
         report.first_game_s.append(p.first_game_s)
-        if p.slurm_job_id in starts and p.process_started:
-            report.queue_to_process_s.append(p.process_started - starts[p.slurm_job_id])
+        if elements.get(t) in starts and p.process_started:
+            report.queue_to_process_s.append(p.process_started - starts[elements[t]])
     atomic.write_json(run_dir / "wide.json", report.to_json(), doing="writing the wide-array figures")
     return report
 
 
-def _slurm_starts(paths: RunPaths) -> dict[str, float]:
-    """SLURM's start time of each array element (``JOB_INDEX``), from sacct; empty without accounting."""
+def _slurm_starts(paths: RunPaths) -> tuple[dict[str, float], dict[int, str]]:
+    """SLURM's start time of each array element (``JOB_INDEX``, from sacct; empty without accounting), and the
+    element of each task (from the launch record)."""
     from ..launch.record import read_record
 
     record = read_record(paths)
-    ids = [j.job_id for j in record.jobs if j.stage == "selfplay"] if record else []
+    jobs = [j for j in record.jobs if j.stage == "selfplay" and j.generation == 0] if record else []
+    elements = {t: j.element_id(t) for j in jobs for t in j.task_ids()}
+    ids = [j.job_id for j in jobs]
     if not ids:
-        return {}
+        return {}, elements
     out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,Start"], capture_output=True,
                          text=True, env={**os.environ, "SLURM_TIME_FORMAT": "%s"}).stdout
     starts = {}
@@ -146,7 +151,7 @@ def _slurm_starts(paths: RunPaths) -> dict[str, float]:
         job, _, start = line.partition("|")
         if start.isdigit():
             starts[job] = float(start)
-    return starts
+    return starts, elements
 
 
 def summary(r: WideReport) -> list[str]:
@@ -160,7 +165,8 @@ def summary(r: WideReport) -> list[str]:
     return [f"{r.tasks} tasks: launch {r.launch_s:.1f} s, every task done after {r.done_s:.0f} s, at most "
             f"{r.peak_running} running at once, {len(r.failed)} not done",
             f"per task, SLURM start -> process start: {_spread(r.queue_to_process_s)}",
-            f"per task, process start -> network loaded, search ready: {_spread(r.ready_s)}",
+            f"per task, process start -> network loaded, search ready: {_spread(r.ready_s)}; its CPU seconds: "
+            f"{_spread(r.ready_cpu_s)}",
             f"per task, process start -> first game: {_spread(r.first_game_s)}",
             f"azhpc status, one-shot (a fresh process): {calls(r.one_shot)}",
             f"azhpc status, refresh (--watch's next frame, in process): {calls(r.refresh)}"]
