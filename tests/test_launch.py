@@ -548,7 +548,7 @@ def test_status_believes_slurm_over_a_progress_file_left_running(tmp_path, slurm
     from alphazero_hpc.cluster.scheduler import JobState
     from alphazero_hpc.launch.plan import LaunchPlan
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord
-    from alphazero_hpc.report.status import _generation
+    from alphazero_hpc.report.status import _generation, _job_row
     from alphazero_hpc.store import atomic
     from alphazero_hpc.store.progress import TrainProgress
     from alphazero_hpc.store.runconfig import resolve_run_config
@@ -559,7 +559,7 @@ def test_status_believes_slurm_over_a_progress_file_left_running(tmp_path, slurm
     record = LaunchRecord(plan=plan, jobs=[JobRecord(0, "selfplay", "76", [0, 1]), JobRecord(0, "train", "77", [0, 1])])
     atomic.write_json(paths.train_progress(1), TrainProgress(1, 0, status="running").to_json())
     states = {"76": JobState("COMPLETED", "exit 0:0", "sacct"), "77": JobState(slurm_state, "exit 0:9", "sacct")}
-    gen = _generation(paths, cfg, plan, record, states, 0, ([], ""))
+    gen = _generation(paths, cfg, plan, [_job_row(j, plan, states) for j in record.jobs], states, record, 0, ({}, ""), set())
     assert gen.train.state == "failed" and slurm_state in gen.train.error
 
 
@@ -913,19 +913,19 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
     queued = {"n": 0}
     monkeypatch.setattr(window, "queued_records", lambda: queued["n"])
     for jobs, gens in ((None, 2), (100, 2), (13, 2), (7, 1), (6, 1)):
-        monkeypatch.setattr(window, "read_submit_limit", lambda configured=0, j=jobs: SubmitLimit(j, f"MaxSubmitJobs={j}"))
+        monkeypatch.setattr(window, "read_submit_limit", lambda *a, j=jobs, **k: SubmitLimit(j, f"MaxSubmitJobs={j}"))
         plan2 = make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=2"]), "slurm",
                           array_size=1001)
         assert window.first_window(cfg, plan2).generations == gens, jobs
-    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(5, "MaxSubmitJobs=5"))
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(5, "MaxSubmitJobs=5"))
     with pytest.raises(AzhpcError, match=r"6 records in all, but the site allows 5 \(MaxSubmitJobs=5\): lower --tasks to at most 1"):
         window.first_window(cfg, plan2)
-    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(3, "MaxSubmitJobs=3"))
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(3, "MaxSubmitJobs=3"))
     with pytest.raises(AzhpcError, match=r"one generation needs 4 job records .* allows 3"):
         window.first_window(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
                             make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
                                       "slurm", array_size=1001))
-    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(13, "MaxSubmitJobs=13"))
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(13, "MaxSubmitJobs=13"))
     queued["n"] = 11
     with pytest.raises(AzhpcError, match="11 of your jobs are queued and the site allows 13"):
         window.first_window(cfg, plan2)
@@ -934,9 +934,9 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
 
 def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, monkeypatch):
     """The chain's extension (inside a training job) records each job as soon as sbatch returns it, so a SIGKILL
-    between two submissions leaves no queued job that the run does not know; stopped by SIGTERM (the job ending,
-    or the stage's timeout) it cancels what it submitted and leaves the record as it was (whole generations or
-    nothing)."""
+    between two submissions leaves no queued job that the run does not know; a SIGTERM (the job ending, or the
+    stage's timeout for it) stops it after the sbatch in flight, and it cancels what it submitted and leaves the
+    record as it was (whole generations or nothing); where scancel fails, the jobs stay on record."""
     from alphazero_hpc.cluster import scheduler
     from alphazero_hpc.cluster.limits import SubmitLimit
     from alphazero_hpc.launch import slurm as slurm_mod, window
@@ -947,27 +947,35 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
     cfg = resolve_run_config(paths, TINY, ["run.generations=3", "slurm.selfplay_tasks=2", "eval.enabled=false"])
     paths.logs.mkdir(parents=True, exist_ok=True)
     before = [JobRecord(0, "selfplay", "100", [0, 2]), JobRecord(0, "train", "101", [0, 1], dependency="afterany:100")]
-    write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
-    monkeypatch.setattr(window, "read_submit_limit", lambda configured=0: SubmitLimit(None, "no limit"))
-    cancelled, calls = [], []
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(None, "no limit"))
+    cancelled, calls, scancel_works = [], [], [True]
 
     def fake_submit(self, what, ex, submit, array_size):
         calls.append(what)
         on_disk = [j.job_id for j in read_record(paths).jobs]
         assert on_disk == ["100", "101", *(str(200 + i) for i in range(len(calls) - 1))], (what, on_disk)
-        if len(calls) == 3:
-            raise SystemExit("chain extension stopped by signal SIGTERM")
+        if len(calls) == 2:
+            window.STOP_REQUESTED.append("signal SIGTERM")  # arrives while this sbatch runs
         job = str(200 + len(calls) - 1)
         return [f"{job}_{i}" for i in range(array_size)] if array_size else [job]
 
     monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
-    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or True)
-    with pytest.raises(SystemExit):
-        window.extend_chain(paths, 0)
-    assert calls[:2] == ["generation 1 self-play array (tasks 0-1)", "generation 1 training job"]
-    assert cancelled == ["200", "201"]
-    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101"]
-
+    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or scancel_works[0])
+    for works in (True, False):
+        write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
+        calls.clear(), cancelled.clear(), window.STOP_REQUESTED.clear()
+        scancel_works[0] = works
+        with pytest.raises(SystemExit, match="stopped by signal SIGTERM"):
+            window.extend_chain(paths, 0)
+        window.STOP_REQUESTED.clear()
+        assert calls == ["generation 1 self-play array (tasks 0-1)", "generation 1 training job"]  # no third sbatch
+        assert cancelled == ["200", "201"]
+        record = read_record(paths)
+        if works:
+            assert [j.job_id for j in record.jobs] == ["100", "101"]
+        else:
+            assert [j.job_id for j in record.jobs] == ["100", "101", "200", "201"]
+            assert record.events[-1]["event"] == "extend failed" and record.events[-1]["jobs"] == ["200", "201"]
 
 def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypatch):
     """A user with associations in two accounts: the limit is the one of the account the jobs are charged to

@@ -27,7 +27,7 @@ from alphazero_hpc.store.progress import read_train_slices
 from .conftest import TINY, run_cli, slurm_cli
 from .test_launch import check_training_steps, disk_truth, sacct_states, wait_for_run
 
-pytestmark = [pytest.mark.long, pytest.mark.slow]
+pytestmark = pytest.mark.long  # not slow too: -m slow must not pull it into a run
 
 RUN = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0",
        "--set", "eval.enabled=false", "--set", "slurm.selfplay_tasks=2", "--generations", "1"]

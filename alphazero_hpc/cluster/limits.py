@@ -42,10 +42,13 @@ def read_submit_limit(configured: int = 0, user: str | None = None, account: str
     found: list[tuple[int, str]] = []
     if configured > 0:
         found.append((configured, f"slurm.max_submit_jobs={configured}"))
+    config = run_quietly(["scontrol", "show", "config"])
+    settings = dict((k.strip(), v.strip()) for k, _, v in (line.partition("=") for line in (config or "").splitlines()))
+    where = [f"cluster={settings['ClusterName']}"] if settings.get("ClusterName") else []  # one accounting database may serve several
     account = account or _default_account(user)
-    rows = [line.split("|") for line in (run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}",
-            "format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"]) or "").splitlines()]
-    rows = [r for r in rows if len(r) >= 5]
+    rows = [line.split("|")[:5] for line in (run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}",
+            *where, "format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"]) or "").splitlines()]
+    rows = [r for r in rows if len(r) == 5]
     mine = [r for r in rows if r[0] == account] or rows  # an unknown account: the tightest of them all
     qos_names: set[str] = {q for q in qos.split(",") if q}
     for acct, max_submit, grp_submit, allowed, default_qos in mine:
@@ -56,7 +59,7 @@ def read_submit_limit(configured: int = 0, user: str | None = None, account: str
         if not qos:
             qos_names |= {default_qos} if default_qos else {q for q in allowed.split(",") if q}
     for acct in sorted({r[0] for r in mine if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
-        out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", "format=User,GrpSubmit"])
+        out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", *where, "format=User,GrpSubmit"])
         for line in (out or "").splitlines():
             who, _, grp = line.partition("|")
             if not who and grp.isdigit():
@@ -69,11 +72,8 @@ def read_submit_limit(configured: int = 0, user: str | None = None, account: str
             for value, what in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs")):
                 if value.isdigit():
                     found.append((int(value), f"{what}={value} of QOS {name} (sacctmgr)"))
-    config = run_quietly(["scontrol", "show", "config"])
-    for line in (config or "").splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "MaxJobCount" and value.strip().isdigit():
-            found.append((int(value.strip()), f"MaxJobCount={value.strip()} of the cluster (scontrol show config)"))
+    if settings.get("MaxJobCount", "").isdigit():
+        found.append((int(settings["MaxJobCount"]), f"MaxJobCount={settings['MaxJobCount']} of the cluster (scontrol show config)"))
     return _tightest(found)
 
 

@@ -51,8 +51,8 @@ class SchedulerSilent(AzhpcError):
 
 
 def owner(path: Path) -> str:
-    """Who submitted a run's jobs: the owner of its folder (another user, or an admin, may be looking at it);
-    this user where the folder's owner has no name here."""
+    """Who most likely submitted a run's jobs where its records do not say (written before they did): the owner of
+    its folder; this user where the folder's owner has no name here."""
     try:
         return pwd.getpwuid(path.stat().st_uid).pw_name
     except (OSError, KeyError):

@@ -30,7 +30,7 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
     if record is None:
         raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): only launched runs can be cancelled")
     if record.plan.cluster == "slurm":
-        states = scheduler.query([j.job_id for j in record.jobs], scheduler.owner(paths.root))
+        states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
         live = sorted({k.split("_")[0] for k, s in states.items() if s.active})
         if live and not scheduler.cancel(live):
             raise AzhpcError(f"scancel failed for jobs {', '.join(live)}: check that SLURM answers (squeue) and retry")

@@ -8,6 +8,7 @@ by ``RUN/import/import.json`` first, so every task and every rerun reads the sam
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import sys
@@ -52,15 +53,17 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
     if cluster == "slurm":
         from .slurm import SlurmChain
 
-        known = atomic.read_json(paths.import_jobs).get("jobs", []) if paths.import_jobs.exists() else []
-        live = _active(known, paths) if todo else []
+        recorded = atomic.read_json(paths.import_jobs) if paths.import_jobs.exists() else {}
+        known = recorded.get("jobs", [])
+        live = _active(known, recorded.get("user", "") or scheduler_owner(paths)) if todo else []
         if live:  # its tasks would run twice, side by side, writing the same shards
             raise AzhpcError(f"the import into {paths.root} is still queued or running (SLURM job(s) {', '.join(live)}): "
                              f"follow it with azhpc status {paths.root}, or scancel it before importing again")
         plan = planning.make_plan(cfg, "slurm", array_size=planning.max_array_size())
         chain = SlurmChain(paths, cfg, plan)
         result.jobs = chain.submit_import(todo) if todo else []
-        atomic.write_json(paths.import_jobs, {"jobs": known + result.jobs, "updated": time.time()}, doing="recording import jobs")
+        atomic.write_json(paths.import_jobs, {"jobs": known + result.jobs, "updated": time.time(), "user": getpass.getuser()},
+                          doing="recording import jobs")
         return result
     _run_local(paths, todo, result)
     return result
@@ -86,7 +89,8 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
         return []
     waiting: list[str] = []
     if cluster == "slurm" and paths.import_jobs.exists():
-        waiting = _active(atomic.read_json(paths.import_jobs).get("jobs", []), paths)
+        recorded = atomic.read_json(paths.import_jobs)
+        waiting = _active(recorded.get("jobs", []), recorded.get("user", "") or scheduler_owner(paths))
     if not waiting:
         raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
                          f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "
@@ -94,12 +98,18 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     return waiting
 
 
-def _active(jobs: list, paths: RunPaths) -> list[str]:
-    """The import arrays among ``jobs`` that SLURM still has queued or running."""
+def scheduler_owner(paths: RunPaths) -> str:
+    from ..cluster import scheduler
+
+    return scheduler.owner(paths.root)
+
+
+def _active(jobs: list, user: str) -> list[str]:
+    """The import arrays among ``jobs`` (submitted by ``user``) that SLURM still has queued or running."""
     from ..cluster import scheduler
 
     jobs = [str(j) for j in jobs]
-    states = scheduler.query(jobs, scheduler.owner(paths.root)) if jobs else {}
+    states = scheduler.query(jobs, user) if jobs else {}
     return [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import getpass
 import os
 import signal
 import socket
@@ -141,6 +142,7 @@ class LaunchRecord:
     supervisor: SupervisorRecord = field(default_factory=SupervisorRecord)
     events: list[dict[str, Any]] = field(default_factory=list)  # e.g. {"time": ..., "event": "cancel", "jobs": [...]}
     schema_version: int = RECORD_SCHEMA
+    user: str = field(default_factory=getpass.getuser)  # who submitted the jobs: whose queue squeue is asked for
 
     def jobs_of(self, generation: int, stage: str) -> list[JobRecord]:
         return [j for j in self.jobs if j.generation == generation and j.stage == stage]
@@ -158,7 +160,7 @@ class LaunchRecord:
     def from_json(cls, data: dict[str, Any]) -> "LaunchRecord":
         return cls(plan=LaunchPlan.from_json(data["plan"]), command=data.get("command", ""), created=data.get("created", 0.0),
                    jobs=[JobRecord(**j) for j in data.get("jobs", [])], supervisor=SupervisorRecord(**data.get("supervisor", {})), events=data.get("events", []),
-                   schema_version=data.get("schema_version", RECORD_SCHEMA))
+                   schema_version=data.get("schema_version", RECORD_SCHEMA), user=data.get("user", ""))
 
 
 @contextlib.contextmanager

@@ -132,7 +132,7 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     from .slurm import SlurmChain
 
     result = ResumeResult(paths)
-    states = scheduler.query([j.job_id for j in record.jobs], scheduler.owner(paths.root))
+    states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
     chain = SlurmChain(paths, cfg, record.plan)
     after_train = ""  # the live training job of the previous generation, if any
     replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id

@@ -90,6 +90,9 @@ def _cancelled(record: LaunchRecord) -> bool:
     return False
 
 
+STOP_REQUESTED: list[str] = []  # set by SIGTERM in the extension's own process: it stops between two submissions
+
+
 def last_submitted(record: LaunchRecord) -> int:
     """The newest generation with a training job in the record (-1: none)."""
     return max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
@@ -126,13 +129,19 @@ def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
         def remember(job: JobRecord) -> None:  # on disk before the next sbatch: a killed extension leaves no job unknown
             record.jobs.append(job)
             write_record(paths, record)
+            if STOP_REQUESTED:  # SIGTERM: stop between two submissions, never inside sbatch
+                raise SystemExit(f"chain extension stopped by {STOP_REQUESTED[0]}")
 
         chain.on_submit = remember
         try:
             new = chain.submit_generations(done_through + 1, done_through + 1 + w.generations, after_train=after)
-        except BaseException:
-            scheduler.cancel([j.job_id for j in chain.submitted])  # whole generations or nothing
-            record.jobs = known
+        except BaseException as exc:
+            ids = [j.job_id for j in chain.submitted]
+            if scheduler.cancel(ids):  # whole generations or nothing
+                record.jobs = known
+            else:  # still queued: they stay on record, or nothing would know them
+                record.events.append({"time": time.time(), "event": "extend failed", "jobs": ids,
+                                      "error": f"{failure_line(exc)}; scancel of the jobs it had submitted failed"})
             write_record(paths, record)
             raise
         record.events.append({"time": time.time(), "event": "extend", "generations": [done_through + 1, done_through + w.generations],
@@ -182,8 +191,8 @@ if __name__ == "__main__":  # python -m alphazero_hpc.launch.window RUN G: what 
 
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # SLURM's warning is for the training job, not for this
 
-    def _stop(signum: int, frame: object) -> None:  # the job ending (SIGTERM before SIGKILL): cancel what this submitted
-        raise SystemExit(f"chain extension stopped by signal {signal.Signals(signum).name}")
+    def _stop(signum: int, frame: object) -> None:  # the job ending (SIGTERM before SIGKILL): stop after this sbatch
+        STOP_REQUESTED.append(f"signal {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, _stop)
     extend_after_training(RunPaths(Path(sys.argv[1])), int(sys.argv[2]))

@@ -194,7 +194,16 @@ def _alive(pid: int, host: str) -> bool | None:
 _SIDECARS = SidecarCache()  # one per process: a watching status re-reads only new sidecars
 # ... and nothing of a settled generation (its network written, every task done, none of its jobs live): its self-play
 # and training figures no longer change, so a refresh of a long run reads the generations in flight, not all of them
-_SETTLED: dict[tuple[str, int], tuple[SelfPlayStatus, TrainStatus]] = {}
+_SETTLED: dict[tuple[str, int], tuple[tuple[int, int], SelfPlayStatus, TrainStatus]] = {}
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime) of a file; None when it is missing."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _metrics(paths: RunPaths, generation: int, tail: int = 16384) -> dict[str, Any]:
@@ -270,7 +279,7 @@ def collect(run_dir: Path) -> RunStatus:
     states, silent = {}, ""
     if record and plan.cluster == "slurm":
         try:
-            states = scheduler.query([j.job_id for j in record.jobs], scheduler.owner(paths.root))
+            states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
         except scheduler.SchedulerSilent as exc:
             silent = str(exc)
     supervisor = None
@@ -280,7 +289,12 @@ def collect(run_dir: Path) -> RunStatus:
             supervisor["state"] = "lost"
             supervisor["error"] = "the local supervisor is gone (killed?); its stage processes may have been stopped with it"
     ledger = _ledger(paths)
-    generations = [_generation(paths, cfg, plan, record, states, g, ledger) for g in range(plan.generations)]
+    by_generation: dict[int, list[JobRecord]] = {}  # grouped once: a long run has thousands of jobs
+    for job in record.jobs if record is not None else []:
+        by_generation.setdefault(job.generation, []).append(job)
+    evaluated = _evaluated(paths)
+    generations = [_generation(paths, cfg, plan, [_job_row(j, plan, states) for j in by_generation.get(g, [])], states,
+                               record, g, ledger, evaluated) for g in range(plan.generations)]
     pretrain = None
     if plan.pretrain:
         jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == -1] if record is not None else []
@@ -308,12 +322,16 @@ def _imported(paths: RunPaths) -> ImportStatus | None:
         positions_per_s=sum(p.positions_per_s for p in found if p.status == "running"))
 
 
-def _ledger(paths: RunPaths) -> tuple[list[LedgerEntry], str]:
-    """The evaluation ledger's entries (read once per status), or the line saying why it cannot be read."""
+def _ledger(paths: RunPaths) -> tuple[dict[str, list[LedgerEntry]], str]:
+    """The evaluation ledger's entries by player (read once per status), or the line saying why it cannot be read."""
     try:
-        return read_ledger(paths), ""
+        entries = read_ledger(paths)
     except AzhpcError as exc:
-        return [], str(exc)
+        return {}, str(exc)
+    by_player: dict[str, list[LedgerEntry]] = {}
+    for e in entries:
+        by_player.setdefault(e["player"], []).append(e)
+    return by_player, ""
 
 
 def _selfplay(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict,
@@ -358,19 +376,27 @@ def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
                   reason=",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason})))
 
 
-def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchRecord | None, states: dict, g: int,
-                ledger: tuple[list[LedgerEntry], str]) -> GenerationStatus:
-    jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == g] if record is not None else []
+def _evaluated(paths: RunPaths) -> set[str]:
+    """The network folders under eval/ (one listing, so that a refresh opens no missing progress file per generation)."""
+    try:
+        return {p.name for p in paths.eval_dir.iterdir()}
+    except OSError:
+        return set()
+
+
+def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, jobs: list[JobRow], states: dict,
+                record: LaunchRecord | None, g: int, ledger: tuple[dict[str, list[LedgerEntry]], str], evaluated: set[str]) -> GenerationStatus:
     key = (str(paths.root), g)
+    network = _identity(paths.model(g + 1))  # one stat: a folder made again at the same path is not the same run
     settled = _SETTLED.get(key)
-    if settled is not None:
-        sp, train = settled
+    if settled is not None and settled[0] == network:
+        sp, train = settled[1], settled[2]
     else:
         sp = _selfplay(paths, cfg, plan, record, states, g)
         train = _train(paths, plan, g, jobs)
-        if train.state == "done" and sp.done == sp.tasks and not _active(jobs):
-            _SETTLED[key] = (sp, train)
-    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger), jobs)
+        if network is not None and train.state == "done" and sp.done == sp.tasks and not _active(jobs):
+            _SETTLED[key] = (network, sp, train)
+    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger, evaluated), jobs)
 
 
 def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> TrainStatus:
@@ -396,12 +422,14 @@ def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> Tra
     return train
 
 
-def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[list[LedgerEntry], str]) -> EvalStatus | None:
+def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[dict[str, list[LedgerEntry]], str],
+          evaluated: set[str] | None = None) -> EvalStatus | None:
     """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
     progress, its job, and every ledger match that network played. None when it was never evaluated."""
-    all_entries, ledger_error = ledger
-    entries = [e for e in all_entries if e["player"] == f"gen:{network}"]
-    progress = read_eval_progress(paths.eval_progress(network))
+    by_player, ledger_error = ledger
+    entries = by_player.get(f"gen:{network}", [])
+    folder = paths.eval_progress(network).parent.name
+    progress = read_eval_progress(paths.eval_progress(network)) if evaluated is None or folder in evaluated else None
     job = next((j for j in reversed(jobs) if j.stage == "eval"), None)
     if not entries and progress is None and job is None:
         return None

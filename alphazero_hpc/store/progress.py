@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field, fields
@@ -67,12 +68,10 @@ def start_train_slice(path: Path, step: int) -> int:
     """Record a training attempt starting at saved step ``step`` in ``path`` (``train/gen-N/slices.json``: the stall
     rule's mark and count, and one entry per slice: where it started and ended, and why it ended) and return how many
     attempts in a row before it made no progress."""
-    try:
-        previous = atomic.read_json(path)
-    except (OSError, ValueError):
-        previous = {}
+    previous = _read_object(path) or {}
     stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
-    history = list(previous.get("slices", []))[-999:]  # bounded: a stage that needs more is told by max_attempts
+    history = previous.get("slices", [])
+    history = [h for h in history if isinstance(h, dict)][-999:] if isinstance(history, list) else []  # bounded: a stage that needs more is told by max_attempts
     env = SlurmEnv.now()
     history.append({"start_step": step, "started": round(time.time(), 3), "job": env.job_id,
                     "restart_count": env.restart_count, "host": socket.gethostname()})
@@ -81,20 +80,24 @@ def start_train_slice(path: Path, step: int) -> int:
 
 
 def end_train_slice(path: Path, step: int, ended: str) -> None:
-    """Close the last entry of ``path``'s slices: the step reached and how it ended (done, or why it stopped)."""
-    try:
-        record = atomic.read_json(path)
-    except (OSError, ValueError):
+    """Close the last entry of ``path``'s slices: the step reached and how it ended (done, or why it stopped). A
+    record of what happened, never a reason to fail: a stage whose state or network is saved goes on without it."""
+    record = _read_object(path)
+    slices = record.get("slices") if record else None
+    if not isinstance(slices, list) or not slices or not isinstance(slices[-1], dict):
         return  # nothing to close (a state from before slices were recorded)
-    if record.get("slices"):
-        record["slices"][-1].update(end_step=step, ended=ended, ended_at=round(time.time(), 3))
+    slices[-1].update(end_step=step, ended=ended, ended_at=round(time.time(), 3))
+    try:
         atomic.write_json(path, record, doing="writing the training slices")
+    except (OSError, AzhpcError) as exc:
+        print(f"azhpc train: could not record the slice's end in {path} ({failure_line(exc)})", file=sys.stderr, flush=True)
 
 
 def read_train_slices(path: Path) -> list[dict]:
     """The slices recorded in ``path`` (empty when none)."""
     data = _read_object(path)
-    return list(data.get("slices", [])) if data else []
+    slices = data.get("slices") if data else None
+    return [s for s in slices if isinstance(s, dict)] if isinstance(slices, list) else []
 
 
 def _read(cls: type, path: Path):  # noqa: ANN202

@@ -5,7 +5,7 @@ records), from one shard that a real self-play task played (a uniform evaluator:
 every file has the size and layout of a real one. For each run it measures, in this process, with the files in the
 page cache (a warm shared file system, as on a login node that has read the run before):
 - ``status``: ``azhpc status``'s reading (collect) and rendering, first call and a refresh (``--watch``'s next
-  frame, which re-reads only what changed);
+  frame, which re-reads only what changed: the generation in flight);
 - training start-up: listing the replay window and opening every new shard (the trainer's first steps before its
   first batch: ``set_aside_bad_new_shards``, ``plan_steps``, ``replay_window``);
 - launch: planning and rendering every sbatch script of the chain (``azhpc launch --dry-run``, in process).
@@ -58,8 +58,9 @@ def _template(root: Path) -> tuple[dict[str, Any], dict[str, Any], Any, TaskProg
 
 
 def write_synthetic_run(root: Path, generations: int, tasks: int, shards: int, template) -> RunPaths:
-    """A finished SLURM-shaped run: every task's shards, sidecars and progress, every network, each training's
-    progress and metrics, and a launch record with one array and one training job per generation."""
+    """A run in flight, shaped as a SLURM run: every generation done (shards, sidecars, progress, the network, the
+    training's progress and metrics) but the last, whose tasks have written their shards and still run, and whose
+    training has not started; a launch record with one array and one training job per generation."""
     arrays, attrs, sidecar, progress = template
     paths = RunPaths(root)
     cfg = resolve_run_config(paths, None, [f"run.generations={generations}", f"slurm.selfplay_tasks={tasks}",
@@ -80,9 +81,12 @@ def write_synthetic_run(root: Path, generations: int, tasks: int, shards: int, t
             p = dataclasses.replace(progress, generation=g, task=t, num_tasks=tasks, shards_target=shards,
                                     games_target=shards * sidecar.games, shards_done=shards,
                                     games_done=shards * sidecar.games, games_in_shards=shards * sidecar.games,
-                                    positions=shards * sidecar.rows, slurm_job_id=f"{1000 + 2 * g}_{t}")
+                                    positions=shards * sidecar.rows, slurm_job_id=f"{1000 + 2 * g}_{t}",
+                                    status="running" if g == generations - 1 else "done")
             paths.progress(g, t).parent.mkdir(parents=True, exist_ok=True)
             atomic.write_json(paths.progress(g, t), p.to_json(), doing="writing progress")
+        if g == generations - 1:
+            break  # in flight: its training has not started
         paths.train_dir(g + 1).mkdir(parents=True, exist_ok=True)
         atomic.write_json(paths.train_progress(g + 1), {"status": "done", "generation": g + 1, "attempt": 1, "nodes": 1,
                                                          "ranks": 1, "trained_from": g}, doing="writing progress")
@@ -93,8 +97,11 @@ def write_synthetic_run(root: Path, generations: int, tasks: int, shards: int, t
     plan = dataclasses.replace(make_plan(cfg, "slurm"), cluster="local")  # states from the record: no scheduler
     jobs = []
     for g in range(generations):
-        jobs.append(JobRecord(g, "selfplay", f"local-{1000 + 2 * g}", [0, tasks], state="done", exit_code=0))
-        jobs.append(JobRecord(g, "train", f"local-{1001 + 2 * g}", [0, 1], state="done", exit_code=0))
+        done = g < generations - 1  # the last generation's processes: recorded as not started (no pid to look up)
+        jobs.append(JobRecord(g, "selfplay", f"local-{1000 + 2 * g}", [0, tasks], state="done" if done else "",
+                              exit_code=0 if done else None))
+        jobs.append(JobRecord(g, "train", f"local-{1001 + 2 * g}", [0, 1], state="done" if done else "",
+                              exit_code=0 if done else None))
     write_record(paths, LaunchRecord(plan, "azhpc bench growth", jobs=jobs))
     return paths
 

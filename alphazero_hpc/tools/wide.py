@@ -97,7 +97,7 @@ def run_wide(run_dir: Path, tasks: int, config_path: str | Path | None, override
     if res.returncode != 0:
         raise RuntimeError(f"the launch failed: {res.stderr.strip()[-500:]}")
     report.launch_s = wall
-    echo(f"launched {tasks} tasks in {wall:.1f} s: {res.stdout.strip().splitlines()[0]}")
+    echo(f"launched {tasks} tasks in {wall:.1f} s: {(res.stdout.strip().splitlines() or [''])[0]}")
     paths = RunPaths(run_dir)
     model = paths.model(1)
     while time.perf_counter() - t0 < timeout_s:

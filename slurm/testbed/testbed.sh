@@ -6,7 +6,7 @@
 #   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
 #   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
 #   slurm/testbed/testbed.sh status         say whether the cluster answers
-#   sudo slurm/testbed/testbed.sh grant PROGRAM...   let the submitting user run PROGRAM (e.g. .venv/bin/python)
+#   sudo slurm/testbed/testbed.sh grant PYTHON...    let the submitting user run the project with PYTHON (.venv/bin/python)
 #
 # Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
 # records). It refuses to touch an /etc/slurm/slurm.conf it did not write. Settings (environment):
@@ -186,19 +186,21 @@ add_users() {  # every submitting user needs an association (AccountingStorageEn
   done
 }
 
-grant() {  # grant PROGRAM...: the submitting user can run each PROGRAM (directories above it that it cannot enter,
+grant() {  # grant PYTHON...: the submitting user can run the project with each PYTHON (directories above it that it cannot enter,
            # such as a pyenv Python under /root, are opened for traversal only: o+x, no listing)
-  local p d target
+  local p d target part parts
   for p in "$@"; do
     for target in "$(readlink -f "$p")" "$(cd "$(dirname "$p")" && pwd -P)/$(basename "$p")"; do
       d=""
-      for part in $(dirname "$target" | tr / ' '); do  # from the top down: a closed parent hides an open child
+      IFS=/ read -ra parts <<<"$(dirname "$target")"
+      for part in "${parts[@]}"; do  # from the top down: a closed parent hides an open child
+        [ -n "$part" ] || continue
         d="$d/$part"
         runuser -u "$USER_NAME" -- test -x "$d" || { chmod o+x "$d"; log "opened $d for traversal (o+x) to $USER_NAME"; }
       done
     done
-    runuser -u "$USER_NAME" -- "$p" -c pass 2>/dev/null || runuser -u "$USER_NAME" -- test -x "$p" ||
-      die "$USER_NAME still cannot run $p"
+    runuser -u "$USER_NAME" -- "$p" -c "import alphazero_hpc, torch" ||
+      die "$USER_NAME still cannot run $p with the project and torch (a folder or file it cannot read?)"
   done
 }
 
