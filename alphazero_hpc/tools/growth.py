@@ -218,6 +218,8 @@ def plot_growth(rows: list[dict[str, Any]], path: Path) -> Path:
         y0 = 1000 * pts[0]["status_s"]
         panel.plot(x, [y0 * v / x[0] for v in x], color="grey", linestyle=":", label="linear")
         panel.set(xscale="log", yscale="log", xlabel=label, ylabel="ms")
+        panel.set_xticks(x, [str(v) for v in x])
+        panel.xaxis.set_minor_formatter("")
         panel.grid(True, which="both", alpha=0.3)
     panels[0].legend(fontsize=8)
     fig.suptitle("azhpc bench growth: the pipeline's own costs against run size")
