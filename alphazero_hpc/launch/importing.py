@@ -75,6 +75,10 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     is a finished one with fewer shards than the pretraining job has ranks (each rank reads whole shards)."""
     from ..train.data import imported_window
 
+    waiting: list[str] = []
+    if cluster == "slurm" and paths.import_jobs.exists():  # asked before the progress is read: a task that ends in
+        recorded = atomic.read_json(paths.import_jobs)     # between is then seen done, not "neither done nor queued"
+        waiting = _active(recorded.get("jobs", []), recorded.get("user", "") or scheduler_owner(paths))
     spec, todo = import_state(paths)
     if not todo:
         shards = len(imported_window(paths))
@@ -87,10 +91,6 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
                              "each of which reads whole shards: import again into a new run folder with a smaller "
                              "--games-per-shard, or launch with fewer --nodes/--gpus-per-node")
         return []
-    waiting: list[str] = []
-    if cluster == "slurm" and paths.import_jobs.exists():
-        recorded = atomic.read_json(paths.import_jobs)
-        waiting = _active(recorded.get("jobs", []), recorded.get("user", "") or scheduler_owner(paths))
     if not waiting:
         raise AzhpcError(f"the import into {paths.root} is not finished (tasks {', '.join(map(str, todo[:8]))} of "
                          f"{spec.tasks} are not done) and none of it is queued: rerun azhpc import-pgn {paths.root} with "

@@ -10,8 +10,8 @@ the code, so every status call also reports its CPU seconds, which do not depend
 
 from __future__ import annotations
 
+import datetime
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -145,12 +145,14 @@ def _slurm_starts(paths: RunPaths) -> tuple[dict[str, float], dict[int, str]]:
     if not ids:
         return {}, elements
     out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,Start"], capture_output=True,
-                         text=True, env={**os.environ, "SLURM_TIME_FORMAT": "%s"}).stdout
+                         text=True).stdout
     starts = {}
     for line in out.splitlines():
         job, _, start = line.partition("|")
-        if start.isdigit():
-            starts[job] = float(start)
+        try:  # sacct's default: local time, ISO 8601 to the second
+            starts[job] = datetime.datetime.fromisoformat(start).timestamp()
+        except ValueError:
+            continue  # Unknown, None: never started
     return starts, elements
 
 
