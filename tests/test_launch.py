@@ -1000,3 +1000,53 @@ def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypat
     assert limits.read_submit_limit(user="alice", account="chem", qos="long").jobs == 10
     assert limits.read_submit_limit(user="alice", account="chem", qos="normal").jobs == 100
     assert limits.read_submit_limit(7, user="alice", account="chem").source == "slurm.max_submit_jobs=7"
+
+
+def test_resume_gives_every_training_job_it_keeps_or_submits_its_evaluation(tmp_path, monkeypatch):
+    """With eval.enabled, resume leaves a generation with exactly one live evaluation after its live training job: a
+    training job submitted again gets a new one (the old one waited for the failed job), a kept training job without
+    one (an extension stopped between the two sbatch calls) gets one, and one already waiting is kept."""
+    from alphazero_hpc.cluster import scheduler
+    from alphazero_hpc.cluster.limits import SubmitLimit
+    from alphazero_hpc.cluster.scheduler import JobState
+    from alphazero_hpc.launch import plan as planning, resume as resume_mod, slurm as slurm_mod, window
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
+    from alphazero_hpc.net.checkpoint import ensure_initial_checkpoint
+    from alphazero_hpc.store import atomic
+    from alphazero_hpc.store.progress import TaskProgress
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, ["run.generations=1", "slurm.selfplay_tasks=1", "eval.enabled=true"])
+    ensure_initial_checkpoint(paths.model(0), cfg.model, 0)
+    paths.progress(0, 0).parent.mkdir(parents=True)
+    atomic.write_json(paths.progress(0, 0), TaskProgress(0, 0, 1, 16, 4, status="done").to_json())
+    paths.logs.mkdir(parents=True)
+    submitted: list[str] = []
+
+    def fake_submit(self, what, ex, submit, array_size):
+        submitted.append(what)
+        return [str(300 + len(submitted))]
+
+    monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
+    monkeypatch.setattr(scheduler, "cancel", lambda ids: True)
+    monkeypatch.setattr(planning, "detect_cluster", lambda: "slurm")
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(None, "no limit"))
+    jobs = [JobRecord(0, "selfplay", "100", [0, 1]), JobRecord(0, "train", "101", [0, 1], dependency="afterany:100")]
+    evaluation = JobRecord(0, "eval", "102", [0, 1], dependency="afterok:101")
+    cases = [  # (train state, eval job or None, eval state) -> what resume submits
+        ("FAILED", evaluation, "CANCELLED", ["generation 0 training job", "generation 1 evaluation job"]),
+        ("RUNNING", None, None, ["generation 1 evaluation job"]),
+        ("RUNNING", evaluation, "PENDING", []),
+    ]
+    for train_state, ev, ev_state, expected in cases:
+        write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=jobs + ([ev] if ev else [])))
+        states = {"100": JobState("COMPLETED"), "101": JobState(train_state), **({"102": JobState(ev_state)} if ev else {})}
+        monkeypatch.setattr(scheduler, "query", lambda ids, user=None, s=states: s)
+        submitted.clear()
+        resume_mod.resume(paths.root)
+        assert submitted == expected, (train_state, ev_state, submitted)
+        record = read_record(paths)
+        trains = [j for j in record.jobs if j.stage == "train"]
+        if expected:
+            assert record.jobs[-1].stage == "eval" and record.jobs[-1].dependency == f"afterok:{trains[-1].job_id}"

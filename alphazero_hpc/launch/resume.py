@@ -158,11 +158,13 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             if live_train and tstate.state != "PENDING":  # running (or requeued): it has read its data
                 result.kept.append(train.job_id)
                 after_train = train.job_id
+                _evaluate_after(cfg, record, states, g, train.job_id, chain, result, cancel)
                 continue
             missing, live_arrays = _selfplay_todo(paths, record, states, g, limit, replaced, result, cancel)
             if live_train and not missing:
                 result.kept.append(train.job_id)
                 after_train = train.job_id
+                _evaluate_after(cfg, record, states, g, train.job_id, chain, result, cancel)
                 continue
             if train and tstate and tstate.active:
                 cancel.append(train.job_id)
@@ -181,13 +183,33 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             arrays = chain.submit_selfplay(g, after_train, attempt, missing) if missing else []
             new_train = chain.submit_train(g, [a.job_id for a in arrays] + live_arrays, after_train, attempt)
             result.submitted += arrays + [new_train]
-            if not train_jobs and cfg.eval.enabled:  # a generation submitted for the first time gets its evaluation
-                result.submitted.append(chain.submit_eval(g, new_train.job_id))
+            _evaluate_after(cfg, record, states, g, new_train.job_id, chain, result, cancel)
             after_train, replaced = new_train.job_id, True
     except BaseException:
         scheduler.cancel([j.job_id for j in chain.submitted])  # all or nothing: no half chain left queued
         raise
     return _finish(paths, record, chain, result, cancel)
+
+
+def _evaluate_after(cfg, record: LaunchRecord, states, g: int, train_id: str, chain, result: ResumeResult,
+                    cancel: list[str]) -> None:
+    """With ``eval.enabled``, the evaluation of the network that ``train_id`` writes: kept when one waits for that
+    job, else submitted after it (a first submission; a training job submitted again, whose earlier evaluation
+    waited for the one that failed; an extension stopped between the training and the evaluation sbatch). One
+    that waits for another training job is cancelled: it can never run."""
+    if not cfg.eval.enabled:
+        return
+    evals = record.jobs_of(g, "eval")
+    last = evals[-1] if evals else None
+    st = states.get(last.job_id) if last else None
+    if last is not None and (st is None or st.state == "COMPLETED"):
+        return  # done, or gone from the scheduler's memory: not evaluated twice (azhpc evaluate can)
+    if last is not None and st is not None and st.active:
+        if last.dependency == f"afterok:{train_id}" and st.reason != "DependencyNeverSatisfied":
+            result.kept.append(last.job_id)
+            return
+        cancel.append(last.job_id)
+    result.submitted.append(chain.submit_eval(g, train_id, attempt=1 + len(evals)))
 
 
 def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit: int, result: ResumeResult,
