@@ -183,6 +183,7 @@ class TrainConfig:
 
     batch_size: int = 64  # global batch, split across ranks
     lr: float = 0.02  # learning rate for `batch_size`; scaled linearly with the global batch
+    lr_decay: float = 1.0  # generation G trains at lr * lr_decay**G (1: constant; pretraining has its own schedule)
     momentum: float = 0.9
     weight_decay: float = 1e-4
     window_generations: int = 4  # train on the shards of this many most recent generations ...
@@ -204,6 +205,7 @@ class TrainConfig:
         _check_choices(self)
         _check(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         _check(self.lr > 0, "train.lr", "must be > 0")
+        _check(0 < self.lr_decay <= 1, "train.lr_decay", "must be in (0, 1]")
         _check(0 <= self.momentum < 1, "train.momentum", "must be in [0, 1)")
         _check(self.weight_decay >= 0, "train.weight_decay", "must be >= 0")
         _check(self.window_generations >= 1, "train.window_generations", "must be >= 1")

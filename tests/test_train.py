@@ -264,6 +264,18 @@ def test_a_shard_shorter_than_its_sidecar_is_set_aside_and_played_again(tmp_path
     assert paths.model(1).exists()
 
 
+def test_lr_decays_by_generation(tmp_path):
+    """train.lr_decay: generation G trains at lr * batch / 256 * lr_decay**G (generation 0 after its warm-up)."""
+    extra = ["train.lr_decay=0.5", "train.lr=0.08"]
+    paths = make_run(tmp_path, extra)
+    run_selfplay_task(tmp_path, 1, 0, 1, TINY, [*DATA, *extra], evaluator=UniformEvaluator(2))
+    for g in (0, 1):
+        res = train(tmp_path, "--generation", str(g))
+        assert res.returncode == 0, res.stderr[-2000:]
+    rates = [[json.loads(x)["lr"] for x in (paths.train_dir(g) / "metrics.jsonl").read_text().splitlines()] for g in (1, 2)]
+    assert rates[0][-1] == pytest.approx(0.08 * 32 / 256) and rates[1] == pytest.approx([0.08 * 32 / 256 * 0.5] * len(rates[1]))
+
+
 def test_pretraining_lr_schedules():
     """Warm-up over the first 5% of pretraining's steps, then constant, or with pretrain.lr_schedule=cosine a half
     cosine that ends at 1% on the last step; a self-play generation's schedule ignores the setting."""

@@ -51,6 +51,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     "4x64-g32": ("mcts.algorithm=gumbel", "mcts.simulations=32", "mcts.fast_simulations=8", "train.value_target_q_ratio=0.5",
                  "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
                  "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16"),
+    # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
+    # generation 46, a seventh at 130, about where 2 CPU-hours end): 4x64-bf16 and 4x64-g32 stopped near 500 with
+    # a training value loss that did not fall, which a constant learning rate's noise floor would explain
+    "4x64-decay": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5",
+                   "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
+                   "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16", "train.lr_decay=0.985"),
 }
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
 # its matches (self-play adjudication is the config's: it is part of how an arm learns).

@@ -165,7 +165,7 @@ class Trainer:
         self.out = self.paths.model(generation + 1)
         self.state_path = self.paths.train_state(generation + 1)
         self.metrics_path = self.paths.train_metrics(generation + 1)
-        self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH
+        self.lr = tc.lr * tc.batch_size / REFERENCE_BATCH * tc.lr_decay ** max(0, generation)
         self.deadline = deadline or Deadline(None)
         self.margin_s = float(self.cfg.slurm.stop_margin_s)
         self._step_s = 0.0  # slowest recent step, seconds
