@@ -52,8 +52,8 @@ ARMS: dict[str, tuple[str, ...]] = {
                  "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
                  "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16"),
     # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
-    # generation 46, a seventh at 130, about where 2 CPU-hours end): 4x64-bf16 and 4x64-g32 stopped near 500 with
-    # a training value loss that did not fall, which a constant learning rate's noise floor would explain
+    # generation 46, 0.26 at 88, where its 2 CPU-hours ended). Tried because 4x64-bf16 and 4x64-g32 stopped near 500;
+    # it did worse (213 against 490-520, docs/evaluation.md): kept as a measured negative
     "4x64-decay": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5",
                    "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
                    "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16", "train.lr_decay=0.985"),
