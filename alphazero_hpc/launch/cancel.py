@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..store.paths import RunPaths
-from .record import azhpc_process_alive, read_record, record_lock, stop_orphans, wait_gone, write_record
+from .record import azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, wait_gone, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -30,7 +30,7 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
     if record is None:
         raise RunDirError(f"{paths.root} has no launch record ({paths.launch_record}): only launched runs can be cancelled")
     if record.plan.cluster == "slurm":
-        states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
+        states = job_states(paths, record)
         live = sorted({k.split("_")[0] for k, s in states.items() if s.active})
         if live and not scheduler.cancel(live):
             raise AzhpcError(f"scancel failed for jobs {', '.join(live)}: check that SLURM answers (squeue) and retry")

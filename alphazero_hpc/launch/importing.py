@@ -55,7 +55,7 @@ def import_pgn(run_dir: Path, spec: ImportSpec, task: int | None = None, cluster
 
         recorded = atomic.read_json(paths.import_jobs) if paths.import_jobs.exists() else {}
         known = recorded.get("jobs", [])
-        live = _active(known, recorded.get("user", "") or scheduler_owner(paths)) if todo else []
+        live = _active(recorded, paths) if todo else []
         if live:  # its tasks would run twice, side by side, writing the same shards
             raise AzhpcError(f"the import into {paths.root} is still queued or running (SLURM job(s) {', '.join(live)}): "
                              f"follow it with azhpc status {paths.root}, or scancel it before importing again")
@@ -77,8 +77,7 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
 
     waiting: list[str] = []
     if cluster == "slurm" and paths.import_jobs.exists():  # asked before the progress is read: a task that ends in
-        recorded = atomic.read_json(paths.import_jobs)     # between is then seen done, not "neither done nor queued"
-        waiting = _active(recorded.get("jobs", []), recorded.get("user", "") or scheduler_owner(paths))
+        waiting = _active(atomic.read_json(paths.import_jobs), paths)  # between is then seen done, not "neither done nor queued"
     spec, todo = import_state(paths)
     if not todo:
         shards = len(imported_window(paths))
@@ -98,18 +97,13 @@ def import_jobs_to_wait_for(paths: RunPaths, cluster: str, ranks: int = 1) -> li
     return waiting
 
 
-def scheduler_owner(paths: RunPaths) -> str:
+def _active(recorded: dict, paths: RunPaths) -> list[str]:
+    """The import arrays in ``recorded`` (``import/jobs.json``) that SLURM still has queued or running, asked for the
+    user who submitted them (for a record from before it named them, the owner of the run's folder)."""
     from ..cluster import scheduler
 
-    return scheduler.owner(paths.root)
-
-
-def _active(jobs: list, user: str) -> list[str]:
-    """The import arrays among ``jobs`` (submitted by ``user``) that SLURM still has queued or running."""
-    from ..cluster import scheduler
-
-    jobs = [str(j) for j in jobs]
-    states = scheduler.query(jobs, user) if jobs else {}
+    jobs = [str(j) for j in recorded.get("jobs", [])]
+    states = scheduler.query(jobs, recorded.get("user", "") or scheduler.owner(paths.root)) if jobs else {}
     return [j for j in jobs if any(st.active for jid, st in states.items() if jid.split("_")[0] == j)]
 
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Literal, TypedDict
 
-from ..cluster import procs
+from ..cluster import procs, scheduler
 from ..store import atomic
 from ..errors import RunDirError, no_locks
 from ..store.paths import RunPaths
@@ -217,6 +217,12 @@ def stop_orphans(record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
             wait_gone(job.local_pid, job.host)
         job.state, job.exit_code = "stopped", None
     return [j.job_id for j in orphans]
+
+
+def job_states(paths: RunPaths, record: LaunchRecord) -> dict[str, scheduler.JobState]:
+    """SLURM's state of every job in ``record``, asked for the user who submitted them (another user, or an admin,
+    may be looking): the record names them; for a record from before it did, the owner of the run's folder."""
+    return scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
 
 
 def write_record(paths: RunPaths, record: LaunchRecord) -> None:

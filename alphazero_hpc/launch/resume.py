@@ -30,7 +30,7 @@ from ..store.runconfig import read_run_config
 from . import plan as planning
 from ..cluster.limits import read_submit_limit
 from .window import last_submitted, measure
-from .record import JobRecord, LaunchRecord, azhpc_process_alive, read_record, record_lock, stop_orphans, write_record
+from .record import JobRecord, LaunchRecord, azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, write_record
 
 RAN_AND_FAILED = scheduler.FAILED - {"CANCELLED"}  # a cancelled job never counts as an attempt that failed
 
@@ -132,7 +132,7 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     from .slurm import SlurmChain
 
     result = ResumeResult(paths)
-    states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
+    states = job_states(paths, record)
     chain = SlurmChain(paths, cfg, record.plan)
     after_train = ""  # the live training job of the previous generation, if any
     replaced = False  # something upstream was resubmitted: every later live job hangs on a stale id

@@ -23,7 +23,7 @@ from ..errors import AzhpcError
 from ..evaluate.elo import format_elo
 from ..evaluate.ledger import LedgerEntry, read_ledger
 from ..launch.plan import LaunchPlan
-from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, SupervisorRecord, azhpc_process_alive, read_record
+from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, SupervisorRecord, azhpc_process_alive, job_states, read_record
 from ..store.paths import RunPaths
 from ..store.progress import TaskProgress, read_eval_progress, read_import_progress, read_task_progress, read_train_progress
 from ..store.runconfig import read_run_config
@@ -279,7 +279,7 @@ def collect(run_dir: Path) -> RunStatus:
     states, silent = {}, ""
     if record and plan.cluster == "slurm":
         try:
-            states = scheduler.query([j.job_id for j in record.jobs], record.user or scheduler.owner(paths.root))
+            states = job_states(paths, record)
         except scheduler.SchedulerSilent as exc:
             silent = str(exc)
     supervisor = None
@@ -297,7 +297,7 @@ def collect(run_dir: Path) -> RunStatus:
                                record, g, ledger, evaluated) for g in range(plan.generations)]
     pretrain = None
     if plan.pretrain:
-        jobs = [_job_row(j, plan, states) for j in record.jobs if j.generation == -1] if record is not None else []
+        jobs = [_job_row(j, plan, states) for j in by_generation.get(-1, [])]
         pretrain = _train(paths, plan, -1, jobs)
     return RunStatus(str(paths.root), time.time(), plan, cfg.digest(), generations, supervisor, silent,
                      _imported(paths), pretrain, _chain(record))
