@@ -34,7 +34,9 @@ def test_chaos_every_fault_once_then_every_game_once(small_disk):
     res = run_cli("bench", "chaos", str(run), "--config", str(TINY), "--generations", str(GENERATIONS), "--faults", str(len(FAULTS)),
                   "--mean-gap", "2", "--seed", "3", "--max-fill-mb", "200", "--timeout", "900",
                   "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0", "--set", "slurm.selfplay_tasks=2",
-                  "--set", f"selfplay.games_per_generation={GAMES}", timeout=1000)
+                  # 4 of a task's 8 games at a time: its first shard is complete while it plays on (the corrupt-shard
+                  # fault's target; with all 8 at once both shards were written in the same moment)
+                  "--set", "selfplay.games_in_flight=4", "--set", f"selfplay.games_per_generation={GAMES}", timeout=1000)
     log = [json.loads(line) for line in RunPaths(run).chaos_log.read_text().splitlines()]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     hits = [e for e in log if e["event"] in FAULTS]

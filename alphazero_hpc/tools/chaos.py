@@ -225,14 +225,18 @@ def run_chaos(run_dir: Path, config: str | Path, overrides: Sequence[str], gener
               kinds: Sequence[Fault] = FAULTS, echo: Callable[[str], None] = print) -> ChaosReport:
     """Launch (or pick up) a local run of ``generations`` and hit it with ``faults`` faults (each kind once first,
     then kinds at random), one every ``mean_gap_s`` seconds on average, resuming it whenever its supervisor is
-    gone; then check it. A fault with nothing to hit waits up to ``patience_s`` for a target, then is missed."""
+    gone; then check it. When a fault is due, the first planned kind with something to hit goes; the first kind of
+    the plan is missed when it has had nothing to hit for ``patience_s``."""
     paths = RunPaths(Path(run_dir))
     rng = random.Random(seed)
     log = _Log(paths.chaos_log, echo)
     report = ChaosReport()
     t0 = time.time()
     if not paths.launch_record.exists():
-        launch(paths.root, config, [*overrides, *CHAOS_OVERRIDES, f"run.generations={generations}"], cluster="local")
+        # every fault may cost a task one attempt without progress (a supervisor killed stops both tasks): the run
+        # may fail only for a task that fails on its own, not for having been hit more often than the default allows
+        launch(paths.root, config, [*overrides, *CHAOS_OVERRIDES, f"run.generations={generations}",
+                                    f"slurm.max_attempts={faults + 3}"], cluster="local")
         log.write("launch", generations=generations, seed=seed, faults=faults, overrides=list(overrides))
     order = rng.sample(list(kinds), len(kinds))  # every kind once first (in a seeded order), then any
     order += [rng.choice(list(kinds)) for _ in range(max(0, faults - len(order)))]
@@ -243,13 +247,17 @@ def run_chaos(run_dir: Path, config: str | Path, overrides: Sequence[str], gener
             raise AzhpcError(f"chaos: the run did not complete in {timeout_s:.0f} s (generation {g}); "
                              f"{paths.chaos_log} and azhpc status {paths.root} say where it stopped")
         if plan and time.time() >= next_at:
-            kind = plan[0][0]
-            hit = _inject(paths, g, kind, rng, max_fill_mb)
+            # the first planned kind that has something to hit now: a kind whose target exists only for moments (a
+            # complete shard of a task still playing, a training rank) keeps its place while the others go ahead
+            i, hit = next(((i, h) for i, (kind, _) in enumerate(plan)
+                           if (h := _inject(paths, g, kind, rng, max_fill_mb)) is not None), (0, None))
             if hit is not None or time.time() - waiting_since > patience_s:
+                kind = plan.pop(i)[0]
                 report.faults.append(log.write(kind if hit is not None else "missed", generation=g,
                                                **(hit if hit is not None else {"kind": kind, "waited_s": patience_s})))
-                plan.pop(0)
-                next_at, waiting_since = time.time() + (plan[0][1] if plan else 0.0), time.time()
+                next_at = time.time() + (plan[0][1] if plan else 0.0)
+                if i == 0:
+                    waiting_since = time.time()
         if not _supervisor(paths) and _current_generation(paths, generations) is not None:
             time.sleep(0.5)  # a supervisor that just ended writes its record first
             if _supervisor(paths):
