@@ -7,7 +7,7 @@ import pytest
 from alphazero_hpc.evaluate.scale import load_scale
 from alphazero_hpc.store.paths import BenchmarkPaths
 
-from .conftest import TINY, run_cli
+from .conftest import ROOT, TINY, run_cli
 
 SMALL = ["--set", "selfplay.games_per_generation=4", "--set", "selfplay.games_per_shard=2", "--set", "selfplay.max_plies=30",
          "--set", "eval.simulations=4", "--set", "eval.max_plies=40", "--set", "train.loader_workers=0"]
@@ -49,3 +49,17 @@ def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
     plot = run_cli("plot", str(out.root))
     assert plot.returncode == 0, plot.stderr
     assert out.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_learn_yaml_is_the_best_arm_and_the_arms_keep_their_meaning():
+    """configs/learn.yaml is the best arm as measured; every arm names its own network and training, so the old 2x32
+    arms still mean configs/learn-2x32.yaml (the config they were measured with) whatever learn.yaml becomes."""
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.tools.learning import ARMS, BEST_ARM
+
+    learn, old = ROOT / "configs" / "learn.yaml", ROOT / "configs" / "learn-2x32.yaml"
+    assert load_config(learn, []) == load_config(learn, list(ARMS[BEST_ARM]))
+    assert load_config(old, []) == load_config(learn, list(ARMS["gumbel16-q"]))
+    for name, overrides in ARMS.items():  # the same arm from either config: nothing left to the base config's choice
+        a, b = load_config(learn, list(overrides)), load_config(old, list(overrides))
+        assert (a.model, a.mcts, a.selfplay, a.train) == (b.model, b.mcts, b.selfplay, b.train), name

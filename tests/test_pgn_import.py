@@ -354,7 +354,7 @@ def test_learning_check_a_network_trained_only_on_stockfish_games_beats_random(t
     from alphazero_hpc.evaluate.engines import find_stockfish
     from alphazero_hpc.tools.pgnbench import learning_check
 
-    entries = learning_check(tmp_path, find_stockfish(), games=200, depth=2, config=ROOT / "configs" / "learn.yaml",
+    entries = learning_check(tmp_path, find_stockfish(), games=200, depth=2, config=ROOT / "configs" / "learn-2x32.yaml",
                              overrides=("pretrain.epochs=2",), eval_games=10, simulations=48, opponents=("random",),
                              workers=2, echo=lambda s: None)
     (entry,) = entries

@@ -136,7 +136,7 @@ def bench_import_cmd(files: tuple[Path, ...], config_path: Path, overrides: tupl
 @click.option("--games", type=click.IntRange(min=1), default=2000, show_default=True, help="Stockfish games to play and import.")
 @click.option("--depth", type=click.IntRange(min=1, max=20), default=2, show_default=True, help="Stockfish's search depth per move.")
 @click.option("--epochs", type=click.FloatRange(min=0.01), default=3.0, show_default=True, help="Passes over the imported positions [pretrain.epochs].")
-@config_options("configs/learn.yaml")
+@config_options("configs/learn-2x32.yaml")
 @click.option("--eval-games", type=click.IntRange(min=2), default=40, show_default=True, help="Games against each opponent.")
 @click.option("--simulations", type=click.IntRange(min=1), default=None, help="Simulations per move [eval.simulations].")
 @click.option("--stockfish-workers", "workers", type=click.IntRange(min=1), default=None,
@@ -156,7 +156,7 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
 
 
 @bench.command("learning")
-@config_options("configs/learn.yaml", " Applies to every arm.")
+@config_options("configs/learn.yaml", " Applies to every arm, over the fields that the arm sets.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/learning"), show_default=True,
               help="Benchmark folder: one run folder per arm, benchmark.json, ladder.json (started again, it continues).")
 @click.option("--budget-cpu-hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True,

@@ -1,8 +1,9 @@
 """``azhpc bench learning``: which search turns a CPU budget into the most chess strength.
 
-Each arm is the same config with a few overrides (PUCT as configured; Gumbel at 8 and 16 simulations, with
-and without ``train.value_target_q_ratio``). Every arm runs the local pipeline (self-play, then training,
-generation after generation) from the same random network until it has used ``budget_cpu_hours`` of CPU
+Each arm is the config with the overrides that define it (PUCT; Gumbel at 8 and 16 simulations, with and
+without ``train.value_target_q_ratio``; a 4x64 net in bf16 and its variants), every field it was measured with
+named, so that ``configs/learn.yaml`` can become the best arm without changing what the others mean. Every arm
+runs the local pipeline (self-play, then training, generation after generation) from the same random network until it has used ``budget_cpu_hours`` of CPU
 time (user + system of every process it started: self-play tasks, search workers, training ranks, data
 loaders; measured, not estimated). Then every network of every arm plays random, and each arm's last network
 also plays greedy and Stockfish at a low node count, by the rules of chess only (no material
@@ -34,37 +35,43 @@ from ..store import atomic
 from ..store.paths import BenchmarkPaths
 from ..store.runconfig import read_run_config
 
+# Every arm names the fields it was measured with, so that configs/learn.yaml (the best arm) can change without
+# changing what an arm means. The 2x32 arms as they ran while learn.yaml was that net (configs/learn-2x32.yaml):
+_SMALL = ("model.blocks=2", "model.filters=32", "selfplay.games_in_flight=16", "selfplay.games_per_generation=96",
+          "selfplay.games_per_shard=8", "mcts.precision=auto", "train.amp=auto")
+# a 4x64 net, batches of 64 and bf16 arithmetic in search and training: on a CPU with native bf16 the 4x64 net
+# searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)
+_BIG = ("model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
+        "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16")
+_WINDOW = ("train.replay_ratio=3", "train.window_generations=3", "train.lr_decay=1")  # training, as all but the last ran
+_G16Q = ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5")
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0")
 ARMS: dict[str, tuple[str, ...]] = {
-    "puct": _PUCT,  # AlphaZero's PUCT as the toolkit ran it before Gumbel search (configs/learn.yaml's old settings)
-    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0"),
-    "gumbel8-q": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0.5"),
-    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0"),
-    "gumbel16-q": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5"),
-    # gumbel16-q with a 4x64 net, batches of 64 and bf16 arithmetic in search and training: on a CPU with native bf16
-    # the 4x64 net searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)
-    "4x64-bf16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5",
-                  "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-                  "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16"),
+    "puct": (*_PUCT, *_SMALL, *_WINDOW),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
+    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0",
+                *_SMALL, *_WINDOW),
+    "gumbel8-q": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0.5",
+                  *_SMALL, *_WINDOW),
+    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0",
+                 *_SMALL, *_WINDOW),
+    "gumbel16-q": (*_G16Q, *_SMALL, *_WINDOW),
+    "4x64-bf16": (*_G16Q, *_BIG, *_WINDOW),  # gumbel16-q with the 4x64 net in bf16
     # 4x64-bf16 with twice the simulations per move: 4x64-bf16 stopped climbing after ~0.6 CPU-hours with a value
     # head that knows material, so this arm buys better search targets with half the games
     "4x64-g32": ("mcts.algorithm=gumbel", "mcts.simulations=32", "mcts.fast_simulations=8", "train.value_target_q_ratio=0.5",
-                 "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-                 "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16"),
+                 *_BIG, *_WINDOW),
     # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
     # generation 46, 0.26 at 88, where its 2 CPU-hours ended). Tried because 4x64-bf16 and 4x64-g32 stopped near 500;
     # it did worse (213 against 490-520, docs/evaluation.md): kept as a measured negative
-    "4x64-decay": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5",
-                   "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-                   "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16", "train.lr_decay=0.985"),
+    "4x64-decay": (*_G16Q, *_BIG, *_WINDOW, "train.lr_decay=0.985"),
     # 4x64-bf16 with 8 training samples per new position over the last 6 generations (3 over 3): its 2 CPU-hours made
     # only ~11k SGD steps, training was ~12% of the CPU, and the falling rate did worse, so this buys more learning
     # per game with the rate kept, from a wider window so the extra steps do not refit the newest games
-    "4x64-rr8": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5",
-                 "model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-                 "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16", "train.replay_ratio=8",
-                 "train.window_generations=6"),
+    "4x64-rr8": (*_G16Q, *_BIG, *_WINDOW, "train.replay_ratio=8", "train.window_generations=6"),
 }
+# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 533 [446, 619]
+# at 1.06 CPU-hours and 520 at 1.51, level with 4x64-g32 (604 at 1.05, 490 at 2.01) at half its search per move
+BEST_ARM = "4x64-bf16"
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
 # its matches (self-play adjudication is the config's: it is part of how an arm learns).
 COMMON = ("eval.enabled=false", "slurm.gpus_per_node=0")
@@ -173,7 +180,8 @@ def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_
                   ladder_games: int = 10, stockfish_nodes: int = 100, device: str = "cpu", common: Sequence[str] = (),
                   echo: Callable[[str], None] = print, ladder_every: int = 1,
                   scale: bool = False) -> tuple[list[ArmResult], list[dict[str, Any]]]:
-    """Train every arm on ``budget_cpu_hours`` (``common``: overrides for all of them), evaluate, fit the ladder."""
+    """Train every arm on ``budget_cpu_hours`` (``common``: overrides for all of them, applied after each arm's own so
+    that they win), evaluate, fit the ladder."""
     unknown = [a for a in arm_names if a not in ARMS]
     if unknown:
         raise AzhpcError(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
@@ -182,7 +190,7 @@ def run_benchmark(out_dir: Path, config: Path, arm_names: Sequence[str], budget_
     arms = []
     for name in arm_names:
         echo(f"[{name}] training on {budget_cpu_hours:g} CPU-hours: {' '.join(ARMS[name]) or 'the config as it is'}")
-        arms.append(train_arm(out, name, config, [*common, *ARMS[name]], budget_s, echo))
+        arms.append(train_arm(out, name, config, [*ARMS[name], *common], budget_s, echo))
     for arm in arms:
         evaluate_arm(out, arm, games, ladder_games, stockfish_nodes, device, echo, ladder_every, scale)
     return arms, combined_ladder(out, arms)
