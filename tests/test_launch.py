@@ -440,23 +440,42 @@ def progress_of(run: Path, generation: int, task: int) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def replay_task(run: Path, generation: int, task: int, tasks: int, tmp: Path) -> int:
-    """Positions of one task played again, uninterrupted, in a copy of the run (same config, same network)."""
+@pytest.fixture
+def start_replay(tmp_path):
+    """start_replay(run, generation, task, tasks): that task played again, uninterrupted, in a copy of the run (same
+    config, same network), in the background: it needs only what launch wrote, so it runs beside the SLURM run
+    instead of after it. Killed at the end of the test if still running."""
     import shutil
     import sys
 
-    ref = tmp / f"ref-{run.name}"
-    (ref / "models").mkdir(parents=True)
-    shutil.copy(run / "config.yaml", ref / "config.yaml")
-    shutil.copy(run / "models" / f"gen-{generation:04d}.pt", ref / "models" / f"gen-{generation:04d}.pt")
-    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.stages", "selfplay", str(ref), str(generation), str(task),
-                    str(tasks)], check=True, capture_output=True, timeout=600, env=env)
+    procs = []
+
+    def start(run: Path, generation: int, task: int, tasks: int) -> tuple[subprocess.Popen, Path]:
+        ref = tmp_path / f"ref-{run.name}"
+        (ref / "models").mkdir(parents=True)
+        shutil.copy(run / "config.yaml", ref / "config.yaml")
+        shutil.copy(run / "models" / f"gen-{generation:04d}.pt", ref / "models" / f"gen-{generation:04d}.pt")
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        with open(ref / "replay.log", "wb") as log:  # a file, not a pipe that nobody reads while it plays
+            procs.append(subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.stages", "selfplay", str(ref),
+                                           str(generation), str(task), str(tasks)],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env))
+        return procs[-1], ref
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def replayed_positions(replay: tuple[subprocess.Popen, Path], generation: int, task: int) -> int:
+    proc, ref = replay
+    assert proc.wait(timeout=600) == 0, (ref / "replay.log").read_text(errors="replace")[-2000:]
     return progress_of(ref, generation, task)["positions"]
 
 
 @pytest.mark.slow
-def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothing(slurm_cluster, slurm_tmp, tmp_path):
+def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothing(slurm_cluster, slurm_tmp, start_replay):
     """``scontrol requeue`` of one array task while it writes shards, then of the training job while it trains:
     the run ends with every game exactly once, the task's positions equal an uninterrupted replay of it, and
     training logs every planned step exactly once."""
@@ -468,6 +487,7 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
     record = launch_slurm(run, 1, "--set", "selfplay.games_per_generation=256", "--set", "train.replay_ratio=3",
                           "--set", "mcts.simulations=64", "--set", "mcts.fast_simulations=16", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
+    replay = start_replay(run, 0, 0, 2)  # beside the run: it also slows the tasks, so the requeue lands mid-work
     deadline = time.time() + 240
     while not list((run / "selfplay" / "gen-0000" / "task-0000").glob("shard-*.json")) and time.time() < deadline:
         time.sleep(0.1)
@@ -483,7 +503,7 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
     assert (tp["attempt"], tp["restart_count"], tp["status"]) == (2, 1, "done"), tp
     truth = disk_truth(run, 0)
     assert (truth["games"], truth["duplicates"], truth["partial"]) == (256, 0, [])
-    assert progress_of(run, 0, 0)["positions"] == replay_task(run, 0, 0, 2, tmp_path)
+    assert progress_of(run, 0, 0)["positions"] == replayed_positions(replay, 0, 0)
     check_training_steps(run, 0)
     check_status_matches_disk(run, 1)
 
