@@ -3,12 +3,12 @@
 Each arm is the config with the overrides that define it (PUCT; Gumbel at 8 and 16 simulations, with and
 without ``train.value_target_q_ratio``; a 4x64 net in bf16 and its variants), every field it was measured with
 named, so that ``configs/learn.yaml`` can become the best arm without changing what the others mean. Every arm
-runs the local pipeline (self-play, then training, generation after generation) from the same random network until it has used ``budget_cpu_hours`` of CPU
-time (user + system of every process it started: self-play tasks, search workers, training ranks, data
-loaders; measured, not estimated). Then every network of every arm plays random, and each arm's last network
-also plays greedy and Stockfish at a low node count, by the rules of chess only (no material
-adjudication). All matches go into one maximum-likelihood ladder with random at 0, so arms compare on one
-scale, and ``azhpc plot OUT`` draws Elo against CPU-hours for every arm in one figure.
+runs the local pipeline (self-play, then training, generation after generation) from the same random network
+until it has used ``budget_cpu_hours`` of CPU time (user + system of every process it started: self-play tasks,
+search workers, training ranks, data loaders; measured, not estimated). Then every network of every arm plays
+random, and each arm's last network also plays greedy and Stockfish at a low node count, by the rules of chess
+only (no material adjudication). All matches go into one maximum-likelihood ladder with random at 0, so arms
+compare on one scale, and ``azhpc plot OUT`` draws Elo against CPU-hours for every arm in one figure.
 
 The arms run one after the other: the machine is the same for each, and CPU time, not wall time, is the
 budget, so a busy machine slows an arm down without changing what it gets.
