@@ -43,31 +43,39 @@ _SMALL = ("model.blocks=2", "model.filters=32", "selfplay.games_in_flight=16", "
 # searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)
 _BIG = ("model.blocks=4", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
         "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16")
-_WINDOW = ("train.replay_ratio=3", "train.window_generations=3", "train.lr_decay=1")  # training, as all but the last ran
-_G16Q = ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0.5")
+
+
+def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
+    """Gumbel search at ``simulations`` (a quarter of them on fast moves), value targets mixed with q at ``q_ratio``."""
+    return ("mcts.algorithm=gumbel", f"mcts.simulations={simulations}", f"mcts.fast_simulations={simulations // 4}",
+            f"train.value_target_q_ratio={q_ratio}")
+
+
+def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: float = 1) -> tuple[str, ...]:
+    """The trainer's share of an arm; the defaults are how every arm before 4x64-rr8 trained."""
+    return (f"train.replay_ratio={replay_ratio}", f"train.window_generations={window_generations}",
+            f"train.lr_decay={lr_decay}")
+
+
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0")
 ARMS: dict[str, tuple[str, ...]] = {
-    "puct": (*_PUCT, *_SMALL, *_WINDOW),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
-    "gumbel8": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0",
-                *_SMALL, *_WINDOW),
-    "gumbel8-q": ("mcts.algorithm=gumbel", "mcts.simulations=8", "mcts.fast_simulations=2", "train.value_target_q_ratio=0.5",
-                  *_SMALL, *_WINDOW),
-    "gumbel16": ("mcts.algorithm=gumbel", "mcts.simulations=16", "mcts.fast_simulations=4", "train.value_target_q_ratio=0",
-                 *_SMALL, *_WINDOW),
-    "gumbel16-q": (*_G16Q, *_SMALL, *_WINDOW),
-    "4x64-bf16": (*_G16Q, *_BIG, *_WINDOW),  # gumbel16-q with the 4x64 net in bf16
+    "puct": (*_PUCT, *_SMALL, *_training()),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
+    "gumbel8": (*_gumbel(8, 0), *_SMALL, *_training()),
+    "gumbel8-q": (*_gumbel(8, 0.5), *_SMALL, *_training()),
+    "gumbel16": (*_gumbel(16, 0), *_SMALL, *_training()),
+    "gumbel16-q": (*_gumbel(16, 0.5), *_SMALL, *_training()),
+    "4x64-bf16": (*_gumbel(16, 0.5), *_BIG, *_training()),  # gumbel16-q with the 4x64 net in bf16
     # 4x64-bf16 with twice the simulations per move: 4x64-bf16 stopped climbing after ~0.6 CPU-hours with a value
     # head that knows material, so this arm buys better search targets with half the games
-    "4x64-g32": ("mcts.algorithm=gumbel", "mcts.simulations=32", "mcts.fast_simulations=8", "train.value_target_q_ratio=0.5",
-                 *_BIG, *_WINDOW),
+    "4x64-g32": (*_gumbel(32, 0.5), *_BIG, *_training()),
     # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
     # generation 46, 0.26 at 88, where its 2 CPU-hours ended). Tried because 4x64-bf16 and 4x64-g32 stopped near 500;
     # it did worse (213 against 490-520, docs/evaluation.md): kept as a measured negative
-    "4x64-decay": (*_G16Q, *_BIG, *_WINDOW, "train.lr_decay=0.985"),
+    "4x64-decay": (*_gumbel(16, 0.5), *_BIG, *_training(lr_decay=0.985)),
     # 4x64-bf16 with 8 training samples per new position over the last 6 generations (3 over 3): its 2 CPU-hours made
     # only ~11k SGD steps, training was ~12% of the CPU, and the falling rate did worse, so this buys more learning
     # per game with the rate kept, from a wider window so the extra steps do not refit the newest games
-    "4x64-rr8": (*_G16Q, *_BIG, *_WINDOW, "train.replay_ratio=8", "train.window_generations=6"),
+    "4x64-rr8": (*_gumbel(16, 0.5), *_BIG, *_training(replay_ratio=8, window_generations=6)),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 567 [470, 663]
 # after 2.02 CPU-hours, the best at the full budget (4x64-g32 490 at 2.01, 4x64-bf16 520 at 1.51), intervals overlapping
