@@ -514,15 +514,20 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, sl
     state before the limit, each requeues its own job, and the run completes with every game exactly once."""
     run = slurm_tmp / "sltime"
     # 20 s before the margin: a task's games must take longer than that even on a quiet host (since lazy expansion,
-    # 144 games took under 20 s)
+    # 144 games took under 20 s). USR2 1 s before the end: SLURM may send it up to 60 s early (sbatch(1)), and with
+    # the default lead (20 s) it came ~20 s into a one-minute slice, before the stop it backs up, cutting slices
+    # short (5 per stage instead of 2-3, 380 s for the test); with 1 s it came no earlier than ~30 s in
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
-                          "--set", "selfplay.games_per_generation=480", "--set", "train.replay_ratio=5", generations=1)
+                          "--set", "slurm.signal_lead_s=1", "--set", "selfplay.games_per_generation=480",
+                          "--set", "train.replay_ratio=5", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
     wait_for_run(run, 540)
     assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
     attempts = [progress_of(run, 0, t)["attempt"] for t in range(2)]
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
+    slices = json.loads((run / "train" / "gen-0001" / "slices.json").read_text())["slices"]
+    assert slices[0]["ended"].startswith("stopped: time limit") and slices[-1]["ended"] == "done", slices
     truth = disk_truth(run, 0)
     assert (truth["games"], truth["duplicates"], truth["partial"]) == (480, 0, [])
     check_training_steps(run, 0)
