@@ -646,7 +646,8 @@ def test_a_silent_scheduler_is_not_a_finished_run(tmp_path, monkeypatch):
     """squeue and sacct fail: status warns and is not over (wait and watch go on); cancel fails and records nothing."""
     from alphazero_hpc.launch.plan import LaunchPlan
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
-    from alphazero_hpc.report.status import collect, finished, render, render_brief
+    from alphazero_hpc.report.render import render, render_brief
+    from alphazero_hpc.report.status import collect, finished
     from alphazero_hpc.store.runconfig import resolve_run_config
 
     fake = tmp_path / "bin"

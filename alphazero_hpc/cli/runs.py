@@ -187,7 +187,8 @@ def status(run_dir: Path | None, watch: bool, interval: float, as_json: bool) ->
     """
     import time
 
-    from ..report.status import collect, finished, render
+    from ..report.render import render
+    from ..report.status import collect, finished
 
     run_dir = run_dir or _newest_run()
     while True:

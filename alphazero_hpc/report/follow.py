@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..launch.local import LocalSupervisor
-from .status import RunStatus, collect, finished, render, render_brief
+from .render import render, render_brief
+from .status import RunStatus, collect, finished
 
 
 def _echo_changes(echo: Callable[[str], None]) -> Callable[[RunStatus], None]:
