@@ -90,6 +90,18 @@ def slurm_answers() -> bool:
         return False
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (tests/run.sh runs two workers), every test that uses the SLURM testbed goes to one worker,
+    one after another and first: they share the cluster, its two nodes and the submitting user's limits (one test sets
+    MaxSubmitJobs), and they spend most of their time waiting on SLURM (requeue delays, scheduling), which the other
+    worker fills with the tests that run on this machine alone."""
+    slurm = [item for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())]
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group("slurm"))
+    ids = {id(item) for item in slurm}
+    items[:] = slurm + [item for item in items if id(item) not in ids]
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real SLURM cluster (slurm/testbed/testbed.sh): tests fail without one in CI and skip elsewhere."""
@@ -147,6 +159,8 @@ def cpu_hog():
     node or a busy CI runner is), so anyone can check that no verdict depends on the host being quiet. ``N`` > 1
     starts N hogs. The hog runs at normal priority and is killed when the session ends."""
     count = int(os.environ.get("AZHPC_TEST_LOAD", "0") or 0)
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":  # one set of hogs per run, not one per worker
+        count = 0
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
             for _ in range(max(0, count))]
     yield hogs

@@ -52,4 +52,14 @@ if [ "${AZHPC_TESTBED:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
   fi
 fi
 # AZHPC_TEST_LOAD=1 keeps one core busy for the whole run (tests/conftest.py): the suite must pass on a loaded machine.
+# Two pytest-xdist workers: the SLURM tests run in one, one after another (tests/conftest.py), while the other runs
+# the tests that need only this machine; the SLURM tests mostly wait on the cluster. AZHPC_TEST_WORKERS=0 (or -s,
+# --pdb) runs everything in this one process.
+workers=${AZHPC_TEST_WORKERS:-2}
+for arg in "$@"; do
+  case "$arg" in -s|--capture=no|--pdb) workers=0 ;; esac
+done
+if [ "$workers" != 0 ]; then
+  set -- -n "$workers" --dist loadgroup "$@"
+fi
 exec .venv/bin/python -m pytest "$@"
