@@ -78,7 +78,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     "4x64-rr8": (*_gumbel(16, 0.5), *_BIG, "model.blocks=4", *_training(replay_ratio=8, window_generations=6)),
     # 4x64-rr8 with 6 residual blocks: every 4x64 arm stopped at 500-600 from 0.6 to 2 CPU-hours whatever the search or
     # the training did, and the one lever that moved the scale was capacity (2x32 -> 4x64: +317); the supervised
-    # track's 6x64 net reached 1250 in the same budget, so this depth can hold more than the self-play nets learned
+    # track's 6x64 net reached 1250 in the same budget, so this depth can hold more than the self-play nets learned.
+    # It did not climb faster: 436 at 1.03 CPU-hours, 510 at 2.02 (4x64-rr8: 567), intervals overlapping
     "6x64-rr8": (*_gumbel(16, 0.5), *_BIG, "model.blocks=6", *_training(replay_ratio=8, window_generations=6)),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 567 [470, 663]
