@@ -95,11 +95,12 @@ def pytest_collection_modifyitems(config, items):
     one after another and first: they share the cluster, its two nodes and the submitting user's limits (one test sets
     MaxSubmitJobs), and they spend most of their time waiting on SLURM (requeue delays, scheduling), which the other
     worker fills with the tests that run on this machine alone."""
-    slurm = [item for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())]
-    for item in slurm:
+    def uses_slurm(item) -> bool:
+        return "slurm_cluster" in getattr(item, "fixturenames", ())
+
+    for item in filter(uses_slurm, items):
         item.add_marker(pytest.mark.xdist_group("slurm"))
-    ids = {id(item) for item in slurm}
-    items[:] = slurm + [item for item in items if id(item) not in ids]
+    items.sort(key=lambda item: not uses_slurm(item))  # stable: each part keeps its order
 
 
 @pytest.fixture(scope="session")

@@ -516,7 +516,7 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, sl
     # 20 s before the margin: a task's games must take longer than that even on a quiet host (since lazy expansion,
     # 144 games took under 20 s). USR2 1 s before the end: SLURM may send it up to 60 s early (sbatch(1)), and with
     # the default lead (20 s) it came ~20 s into a one-minute slice, before the stop it backs up, cutting slices
-    # short (5 per stage instead of 2-3, 380 s for the test); with 1 s it came no earlier than ~30 s in
+    # short (5 per stage instead of 2-3, 380 s for the test); with 1 s the margin's stop came first in the runs seen
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
                           "--set", "slurm.signal_lead_s=1", "--set", "selfplay.games_per_generation=480",
                           "--set", "train.replay_ratio=5", generations=1)

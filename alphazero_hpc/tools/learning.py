@@ -39,10 +39,13 @@ from ..store.runconfig import read_run_config
 # changing what an arm means. The 2x32 arms as they ran while learn.yaml was that net (configs/learn-2x32.yaml):
 _SMALL = ("model.blocks=2", "model.filters=32", "selfplay.games_in_flight=16", "selfplay.games_per_generation=96",
           "selfplay.games_per_shard=8", "mcts.precision=auto", "train.amp=auto")
-# 64 filters (each arm names its blocks), batches of 64 and bf16 arithmetic in search and training: on a CPU with
-# native bf16 the 4x64 net searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)
-_BIG = ("model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-        "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16")
+
+
+def _big(blocks: int) -> tuple[str, ...]:
+    """A net of ``blocks`` x 64 filters, batches of 64 and bf16 arithmetic in search and training: on a CPU with native
+    bf16 the 4x64 net searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)."""
+    return (f"model.blocks={blocks}", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
+            "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16")
 
 
 def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
@@ -64,23 +67,23 @@ ARMS: dict[str, tuple[str, ...]] = {
     "gumbel8-q": (*_gumbel(8, 0.5), *_SMALL, *_training()),
     "gumbel16": (*_gumbel(16, 0), *_SMALL, *_training()),
     "gumbel16-q": (*_gumbel(16, 0.5), *_SMALL, *_training()),
-    "4x64-bf16": (*_gumbel(16, 0.5), *_BIG, "model.blocks=4", *_training()),  # gumbel16-q with the 4x64 net in bf16
+    "4x64-bf16": (*_gumbel(16, 0.5), *_big(4), *_training()),  # gumbel16-q with the 4x64 net in bf16
     # 4x64-bf16 with twice the simulations per move: 4x64-bf16 stopped climbing after ~0.6 CPU-hours with a value
     # head that knows material, so this arm buys better search targets with half the games
-    "4x64-g32": (*_gumbel(32, 0.5), *_BIG, "model.blocks=4", *_training()),
+    "4x64-g32": (*_gumbel(32, 0.5), *_big(4), *_training()),
     # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
     # generation 46, 0.26 at 88, where its 2 CPU-hours ended). Tried because 4x64-bf16 and 4x64-g32 stopped near 500;
     # it did worse (213 against 490-520, docs/evaluation.md): kept as a measured negative
-    "4x64-decay": (*_gumbel(16, 0.5), *_BIG, "model.blocks=4", *_training(lr_decay=0.985)),
+    "4x64-decay": (*_gumbel(16, 0.5), *_big(4), *_training(lr_decay=0.985)),
     # 4x64-bf16 with 8 training samples per new position over the last 6 generations (3 over 3): its 2 CPU-hours made
     # only ~11k SGD steps, training was ~12% of the CPU, and the falling rate did worse, so this buys more learning
     # per game with the rate kept, from a wider window so the extra steps do not refit the newest games
-    "4x64-rr8": (*_gumbel(16, 0.5), *_BIG, "model.blocks=4", *_training(replay_ratio=8, window_generations=6)),
+    "4x64-rr8": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6)),
     # 4x64-rr8 with 6 residual blocks: every 4x64 arm stopped at 500-600 from 0.6 to 2 CPU-hours whatever the search or
     # the training did, and the one lever that moved the scale was capacity (2x32 -> 4x64: +317); the supervised
     # track's 6x64 net reached 1250 in the same budget, so this depth can hold more than the self-play nets learned.
     # It did not climb faster: 436 at 1.03 CPU-hours, 510 at 2.02 (4x64-rr8: 567), intervals overlapping
-    "6x64-rr8": (*_gumbel(16, 0.5), *_BIG, "model.blocks=6", *_training(replay_ratio=8, window_generations=6)),
+    "6x64-rr8": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=8, window_generations=6)),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 567 [470, 663]
 # after 2.02 CPU-hours, the best at the full budget (4x64-g32 490 at 2.01, 4x64-bf16 520 at 1.51), intervals overlapping
