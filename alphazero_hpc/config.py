@@ -137,6 +137,13 @@ class SelfPlayConfig:
                                   # this much material ahead (pawn 1, knight and bishop 3, rook 5, queen 9) counts as
                                   # that side's win. 0: draws stay draws (AlphaZero). Gives small runs, whose games
                                   # mostly end in such draws, a value target (docs/evaluation.md)
+    adjudicate_rule_draws: bool = True  # with adjudicate_material: draws by repetition and no progress are scored on
+                                        # material too. False: only a game cut at max_plies is; a side ahead that
+                                        # repeats or stalls gets a draw
+    adjudicated_win_share: float = 1.0  # value target of a game won on material: a win with this probability, else
+                                        # a draw (drawn once per game; its PGN and counts keep the win). Below 1 a
+                                        # mate is worth more than being ahead when the game is cut, so the net
+                                        # learns to convert won positions (docs/evaluation.md)
     temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
     temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`
     final_temperature: float = 0.0  # 0 plays the most visited move
@@ -161,6 +168,7 @@ class SelfPlayConfig:
         _check(self.games_in_flight >= 1, "selfplay.games_in_flight", "must be >= 1")
         _check(self.max_plies >= 2, "selfplay.max_plies", "must be >= 2")
         _check(self.adjudicate_material >= 0, "selfplay.adjudicate_material", "must be >= 0 (0: max_plies is a draw)")
+        _check(0.0 <= self.adjudicated_win_share <= 1.0, "selfplay.adjudicated_win_share", "must be in [0, 1]")
         for key in ("temperature", "final_temperature"):  # below 0.05, visits ** (1 / t) overflows to inf
             t = getattr(self, key)
             _check(t == 0 or 0.05 <= t <= 100, f"selfplay.{key}", "must be 0 (the most visited move) or in 0.05..100")

@@ -6,7 +6,7 @@ from alphazero_hpc.config import MCTSConfig, load_config
 from alphazero_hpc.game.encoding import NUM_MOVES, chain_for_board
 from alphazero_hpc.game.position import from_board
 from alphazero_hpc.search.fakes import MaterialEvaluator, UniformEvaluator
-from alphazero_hpc.game.rules import Rules
+from alphazero_hpc.game.rules import ADJUDICATED, Rules
 from alphazero_hpc.search.api import TreeSearch
 from alphazero_hpc.search.forest import Forest
 from alphazero_hpc.selfplay.engine import SelfPlayEngine
@@ -170,6 +170,31 @@ def test_resignation_and_playthrough_false_positives_are_tracked():
     assert all(not r.playthrough for r in resigned)
     for r in recs:
         assert r.resign_false_positive <= r.would_resign <= r.playthrough
+
+
+def test_adjudicated_wins_teach_a_share_of_wins_and_rule_draws_can_stay_draws():
+    """The same games (same seeds) under three adjudication settings: the moves never change, only which games are
+    scored on material and what their positions are taught."""
+    def play(*extra):
+        cfg = load_config(None, ["selfplay.max_plies=40", "mcts.simulations=8", "selfplay.games_in_flight=8",
+                                 "selfplay.no_progress_plies=8", "selfplay.resign_threshold=-1",
+                                 "selfplay.adjudicate_material=1", *extra])
+        eng = SelfPlayEngine(MaterialEvaluator(cfg.model.history, scale=1.0), cfg)
+        return sorted(eng.play([GameSpec(0, i, 70 + i) for i in range(16)]), key=lambda r: r.spec.index)
+
+    every, never, cut_only = play(), play("selfplay.adjudicated_win_share=0"), play("selfplay.adjudicate_rule_draws=false")
+    for a, b, c in zip(every, never, cut_only):
+        assert [m.uci() for m in a.moves] == [m.uci() for m in b.moves] == [m.uci() for m in c.moves]
+        signs = np.where(a.positions.turn, 1, -1)
+        assert np.array_equal(a.value_target, (a.result * signs).astype(np.int8))
+        assert (b.result, b.termination) == (a.result, a.termination)  # the PGN and the counts keep the win ...
+        assert not b.value_target.any() if b.termination == ADJUDICATED else np.array_equal(b.value_target, a.value_target)
+        if a.termination == ADJUDICATED and a.plies < 40:  # ... a repetition or a stall while ahead: a draw
+            assert (c.result, c.value_target.any(), c.termination in ("repetition", "no progress")) == (0, False, True)
+        else:
+            assert (c.result, c.termination) == (a.result, a.termination)
+    cut = [r.plies == 40 for r in every if r.termination == ADJUDICATED]
+    assert any(cut) and not all(cut)  # the check saw wins on material at the ply limit and at a rule's draw
 
 
 class HashEvaluator(UniformEvaluator):

@@ -30,7 +30,8 @@ _POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # th
 NOT_TERMINAL = math.nan
 
 # Terminations of self-play games that end in a draw by rule (material adjudication may score them).
-DRAWS_BY_RULE = ("max plies", "repetition", "no progress")
+MAX_PLIES = "max plies"  # the termination of a game cut at its ply limit
+DRAWS_BY_RULE = (MAX_PLIES, "repetition", "no progress")
 ADJUDICATED = "material adjudication"  # a termination that starts with this was scored on material, not played out
 
 
@@ -85,7 +86,7 @@ class Rules:
             return "repetition"
         if board.halfmove_clock >= self.no_progress_plies:
             return "no progress"
-        return "max plies"
+        return MAX_PLIES
 
 
 def search_rules(max_plies: int) -> Rules:

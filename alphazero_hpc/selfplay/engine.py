@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import Config
 from ..game.encoding import PositionBatch, batch_from_chains, move_indices
-from ..game.rules import ADJUDICATED, DRAWS_BY_RULE, Rules, material_winner
+from ..game.rules import ADJUDICATED, DRAWS_BY_RULE, MAX_PLIES, Rules, material_winner
 from ..search.api import Tree, TreeSearch
 from ..search.evaluator import Evaluator
 from .plan import GameSpec
@@ -306,10 +306,13 @@ class SelfPlayEngine:
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
             outcome, termination = int(round(term)) * side, self.rules.termination(g.board, self.search.repetitions(g.tree))
-            if termination in DRAWS_BY_RULE:
+            if termination == MAX_PLIES or (termination in DRAWS_BY_RULE and sp.adjudicate_rule_draws):
                 winner = material_winner(g.board, sp.adjudicate_material)
                 if winner:
                     outcome, termination = winner, ADJUDICATED
+                    # A mate is always a win; a game won on material teaches a win only this often, else a draw.
+                    if g.rng.random() >= sp.adjudicated_win_share:
+                        return self._finish(g, result=outcome, termination=termination, value_result=0)
             return self._finish(g, result=outcome, termination=termination)
         self._begin_move(g)
         return None
@@ -318,12 +321,15 @@ class SelfPlayEngine:
         """Records of the games in flight as if they ended in a draw now (for measuring storage)."""
         return [self._finish(g, 0, "unfinished") for g in self.active if g.chains]
 
-    def _finish(self, g: _Game, result: int, termination: str) -> GameRecord:
+    def _finish(self, g: _Game, result: int, termination: str, value_result: int | None = None) -> GameRecord:
+        """The record of ``g``, ended with ``result`` (White's view); its positions' value targets follow
+        ``value_result`` where given (an adjudicated win taught as a draw), else ``result``."""
         n = len(g.chains)
+        value_result = result if value_result is None else value_result
         history = self.cfg.model.history
         positions = batch_from_chains(g.chains, history) if n else batch_from_chains([], history)
         turns = np.array(g.turns_rec, dtype=bool)
-        value_target = np.where(turns, result, -result).astype(np.int8) if n else np.zeros(0, np.int8)
+        value_target = np.where(turns, value_result, -value_result).astype(np.int8) if n else np.zeros(0, np.int8)
         counts = np.array([len(i) for i in g.pol_idx], dtype=np.int64)
         loser_would_resign = [g.would_resign[chess.BLACK], g.would_resign[chess.WHITE]]
         false_positive = (loser_would_resign[1] and result != -1) or (loser_would_resign[0] and result != 1)

@@ -84,6 +84,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     # track's 6x64 net reached 1250 in the same budget, so this depth can hold more than the self-play nets learned.
     # It did not climb faster: 436 at 1.03 CPU-hours, 510 at 2.02 (4x64-rr8: 567), intervals overlapping
     "6x64-rr8": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=8, window_generations=6)),
+    # 4x64-rr8 taught to convert: its 2 CPU-hour networks drew most games against greedy by the fifty-move rule a
+    # queen or more ahead, because self-play never played a won position out (the loser resigned, or a repetition or
+    # ply 120 scored the side ahead a win on material, worth a mate). Here a game won on material teaches a win only
+    # half the time (else a draw), repetitions and stalls are draws, and games run to ply 160: a mate is worth more
+    "4x64-convert": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
+                     "selfplay.max_plies=160", "selfplay.adjudicate_rule_draws=false", "selfplay.adjudicated_win_share=0.5"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 567 [470, 663]
 # after 2.02 CPU-hours, the best at the full budget (4x64-g32 490 at 2.01, 4x64-bf16 520 at 1.51), intervals overlapping
