@@ -183,3 +183,46 @@ def test_value_target_mixes_result_and_search_value():
     np.testing.assert_allclose(mixed.sum(axis=1), 1.0)
     expectation = mixed[:, 0] - mixed[:, 2]  # win - loss
     np.testing.assert_allclose(expectation, 0.75 * z + 0.25 * q.astype(np.float32), atol=1e-6)
+
+
+def _think(search: TreeSearch, tree: int, simulations: int):
+    """One move's Gumbel search of ``tree``, as self-play runs it (the root evaluated first, no noise)."""
+    while search.num_moves(tree) is None:
+        search.step([tree])
+    search.start_gumbel(tree, np.zeros(search.num_moves(tree)), simulations)
+    for _ in range(simulations):
+        search.step([tree])
+    return search.result(tree)
+
+
+@pytest.mark.parametrize("mate_in_one", [False, True])
+def test_mate_in_one_is_played_when_the_priors_never_consider_it(mate_in_one):
+    """Uniform priors with 2 considered moves consider the first two legal moves; the mate (h8b2) is the 19th. The
+    search proves it only with mcts.mate_in_one, and then plays it whatever the priors say."""
+    board = chess.Board("7Q/8/8/3K4/8/8/k7/B7 w - - 1 71")
+    cfg = dataclasses.replace(GUMBEL, gumbel_considered=2, mate_in_one=mate_in_one)
+    s = TreeSearch(UniformEvaluator(1), cfg, Rules(mate_in_one=mate_in_one), 1)
+    result = _think(s, s.open(board), 8)
+    assert (result.best_move.uci() == "h8b2") == mate_in_one
+
+
+@pytest.mark.parametrize("mate_in_one", [False, True])
+def test_a_move_that_allows_a_mate_in_one_is_proven_lost_one_visit_deep(mate_in_one):
+    """After 1. f3 e5, 2. g4 allows Qh4#. With mcts.mate_in_one the search knows it from the child itself (q = -1
+    after its first visit, no network call below it) and does not play it; without, one visit says nothing."""
+    board = chess.Board()
+    for san in ("f3", "e5"):
+        board.push_san(san)
+    cfg = dataclasses.replace(GUMBEL, gumbel_considered=32, mate_in_one=mate_in_one)
+    s = TreeSearch(UniformEvaluator(1), cfg, Rules(mate_in_one=mate_in_one), 1)
+    tree = s.open(board)
+    result = _think(s, tree, 19)  # one visit for each of the 19 legal moves
+    g4 = result.moves.index(chess.Move.from_uci("g2g4"))
+    q = s.forest.child_q(s._roots[tree])
+    assert result.visits[g4] == 1
+    assert (q[g4] == -1.0) == mate_in_one
+    # The game goes on into the proven win: the new root is searched (not over) and Black mates.
+    s.advance(tree, g4)
+    assert s.terminal_value(tree) is None
+    reply = _think(s, tree, 8)
+    assert (reply.best_move.uci() == "d8h4") == mate_in_one

@@ -68,6 +68,8 @@ def agree(board: chess.Board, pos, link) -> tuple[list[chess.Move], str | None]:
     assert pos.is_check() == check, board.fen()
     insufficient = board.is_insufficient_material()
     assert pos.is_insufficient_material() == insufficient, board.fen()
+    mates = [m for m in legal if board.gives_check(m) and _mates(board, m)]
+    assert pos.mating_move() == (move_int(mates[0]) if mates else None), board.fen()
     twice = board.is_repetition(2)
     thrice = twice and board.is_repetition(3)
     reps = link[1]
@@ -90,12 +92,20 @@ def agree(board: chess.Board, pos, link) -> tuple[list[chess.Move], str | None]:
     return legal, ending
 
 
+def _mates(board: chess.Board, move: chess.Move) -> bool:
+    board.push(move)
+    try:
+        return board.is_checkmate()
+    finally:
+        board.pop()
+
+
 def random_games(games: int, seed: int) -> dict[str, int]:
     """Play random games (captures, checks and repetitions made likely) checking every position; returns how
     many positions ended each way, so the test knows the endings were reached."""
     rng = random.Random(seed)
     seen = {"positions": 0, "checkmate": 0, "stalemate": 0, "insufficient": 0, "threefold": 0, "fifty": 0,
-            "en passant": 0, "castling": 0, "promotion": 0, "check": 0}
+            "en passant": 0, "castling": 0, "promotion": 0, "check": 0, "mate in one": 0}
     for _ in range(games):
         board = chess.Board()
         pos = from_board(board)
@@ -104,6 +114,7 @@ def random_games(games: int, seed: int) -> dict[str, int]:
             legal, ending = agree(board, pos, link)
             seen["positions"] += 1
             seen["check"] += board.is_check()
+            seen["mate in one"] += pos.mating_move() is not None
             if ending:
                 seen[ending] += 1
                 break
@@ -152,8 +163,8 @@ def test_chess_position_is_the_same_interface_on_python_chess():
         moves = pos.legal_moves()
         assert ref.legal_moves() == moves
         assert ref.key() == pos.key() and ref.has_legal_moves() == pos.has_legal_moves()
-        assert (ref.is_check(), ref.is_insufficient_material(), ref.ply, ref.halfmove_clock, ref.turn) == (
-            pos.is_check(), pos.is_insufficient_material(), pos.ply, pos.halfmove_clock, pos.turn)
+        assert (ref.is_check(), ref.is_insufficient_material(), ref.ply, ref.halfmove_clock, ref.turn, ref.mating_move()) == (
+            pos.is_check(), pos.is_insufficient_material(), pos.ply, pos.halfmove_clock, pos.turn, pos.mating_move())
         assert to_board(pos).fen() == ref.board.fen()
         if not moves:
             break

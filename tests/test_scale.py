@@ -239,6 +239,15 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     out = json.loads(elo.stdout)
     names = {x["name"]: x for x in out["ratings"]}
     assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1"]["elo"] is not None
+    # The same network with another search (mcts.mate_in_one in the run's config) is a new player: nothing reused.
+    config = eval_run / "config.yaml"
+    assert "\nmcts:\n" in config.read_text()
+    config.write_text(config.read_text().replace("\nmcts:\n", "\nmcts:\n  mate_in_one: true\n", 1))
+    proven = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table),
+                     "--interval", "300", "--max-games", "20", "--simulations", "2")
+    assert proven.returncode == 0 and "0 games already in the ledger" in proven.stdout, proven.stderr
+    new = read_ledger(RunPaths(eval_run))[len(entries):]
+    assert new and all(e.get("mate_in_one") is True and e["key"].endswith("|mate_in_one") for e in new)
 
 
 def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811

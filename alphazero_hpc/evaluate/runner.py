@@ -34,6 +34,7 @@ class MatchPlan:
     seed: int
     max_plies: int
     adjudicate_material: int = 0
+    mate_in_one: bool = False  # the network players' search proves mates in one (mcts.mate_in_one)
 
     @property
     def generation(self) -> int | None:
@@ -44,7 +45,8 @@ class MatchPlan:
     def key(self) -> str:
         return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.simulations}|openings={self.openings}"
                 f"|seed={self.seed}|max_plies={self.max_plies}"
-                + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else ""))
+                + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
+                + ("|mate_in_one" if self.mate_in_one else ""))
 
     @property
     def pgn_name(self) -> str:
@@ -107,7 +109,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
                      simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
                      max_plies or ev.max_plies,
-                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material)
+                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
@@ -122,7 +124,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
     done = find_entry(paths, plan.key)
     if done is not None:
         return done, False
-    rules = search_rules(plan.max_plies + 2)
+    rules = search_rules(plan.max_plies + 2, plan.mate_in_one)
     book = openings_from_spec(plan.openings, plan.games, plan.seed)
     player = make_player(plan.player, paths, cfg, plan, rules, device, engines)
     try:
@@ -158,6 +160,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "simulations": plan.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
         "adjudicate_material": plan.adjudicate_material,
         **({"rules_only": rules_only} if plan.adjudicate_material else {}),
+        **({"mate_in_one": True} if plan.mate_in_one else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),

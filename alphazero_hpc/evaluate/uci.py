@@ -212,4 +212,4 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
         mcts = read_run_config(run).mcts
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
-    UciEngine(evaluator, mcts, search_rules(10**6), simulations, movetime_ms, stdout, name).run(stdin)
+    UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)

@@ -409,6 +409,27 @@ static PyObject *pos_push(Pos *p, PyObject *arg) {
     return (PyObject *)d;
 }
 
+/* The first legal move (python-chess's order) that checkmates, or -1. Only moves that give check are followed. */
+static int mating_move(const Pos *p) {
+    MoveList ml, reply;
+    gen_legal(p, &ml);
+    for (int i = 0; i < ml.n; i++) {
+        Pos t;
+        do_move(p, &t, ml.m[i]);
+        int k = king_sq(&t, t.turn);
+        if (k < 0 || !attackers(&t, !t.turn, k, t.occ[0] | t.occ[1])) continue;
+        gen_legal(&t, &reply);
+        if (reply.n == 0) return ml.m[i];
+    }
+    return -1;
+}
+
+static PyObject *pos_mating_move(Pos *p, PyObject *unused) {
+    int mv = mating_move(p);
+    if (mv < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(mv);
+}
+
 static PyObject *pos_is_check(Pos *p, PyObject *unused) {
     int k = king_sq(p, p->turn);
     return PyBool_FromLong(k >= 0 && attackers(p, !p->turn, k, p->occ[0] | p->occ[1]) != 0);
@@ -477,6 +498,8 @@ static PyMethodDef pos_methods[] = {
     {"has_legal_moves", (PyCFunction)pos_has_legal_moves, METH_NOARGS, "Whether the side to move has a legal move."},
     {"push", (PyCFunction)pos_push, METH_O, "The position after a legal move (an int); ValueError for any other int."},
     {"is_check", (PyCFunction)pos_is_check, METH_NOARGS, "Whether the side to move is in check."},
+    {"mating_move", (PyCFunction)pos_mating_move, METH_NOARGS,
+     "The first legal move (python-chess's order) that checkmates, or None."},
     {"is_insufficient_material", (PyCFunction)pos_is_insufficient_material, METH_NOARGS,
      "python-chess's Board.is_insufficient_material."},
     {"key", (PyCFunction)pos_key, METH_NOARGS, "The position key of game.encoding.position_key."},

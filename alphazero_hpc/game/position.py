@@ -50,6 +50,7 @@ class SearchPosition(Protocol):
     def has_legal_moves(self) -> bool: ...
     def is_check(self) -> bool: ...
     def is_insufficient_material(self) -> bool: ...
+    def mating_move(self) -> int | None: ...
 
 
 def require_compiled() -> None:
@@ -144,6 +145,17 @@ class ChessPosition:
 
     def is_insufficient_material(self) -> bool:
         return self.board.is_insufficient_material()
+
+    def mating_move(self) -> int | None:
+        board = self.board
+        for move in board.generate_legal_moves():
+            if board.gives_check(move):
+                board.push(move)
+                mate = board.is_checkmate()
+                board.pop()
+                if mate:
+                    return move_int(move)
+        return None
 
 
 def _policy_table() -> np.ndarray:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
 _POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # the same values, per python-chess piece
 NOT_TERMINAL = math.nan
+PROVEN_WIN = 1.0  # end_value of a position whose side to move mates in one (Rules.mate_in_one): won, not over
 
 # Terminations of self-play games that end in a draw by rule (material adjudication may score them).
 MAX_PLIES = "max plies"  # the termination of a game cut at its ply limit
@@ -57,11 +58,14 @@ class Rules:
     repetitions_for_draw: int = 3
     no_progress_plies: int = 100
     max_plies: int = 512
+    mate_in_one: bool = False  # the search's own proof: a side to move that mates in one has won (mcts.mate_in_one)
 
     def end_value(self, pos: Position, repetitions: int) -> float:
         """The value for the side to move if these rules end the game at ``pos``: -1 (checkmated) or 0 (a draw);
-        NaN while the game goes on. ``repetitions``: earlier occurrences of the position. The search calls this
-        once per new node (a compiled ``Position``), so the cheap tests come first."""
+        with ``mate_in_one`` also +1 where the side to move mates in one (the game is not over, but the search
+        knows its value without the network: ``is_proven_win``); NaN while the game goes on. ``repetitions``:
+        earlier occurrences of the position. The search calls this once per new node (a compiled ``Position``),
+        so the cheap tests come first."""
         if repetitions + 1 >= self.repetitions_for_draw:
             return 0.0
         if not pos.has_legal_moves():
@@ -72,6 +76,8 @@ class Rules:
             return 0.0
         if pos.ply >= self.max_plies:
             return 0.0
+        if self.mate_in_one and pos.mating_move() is not None:
+            return PROVEN_WIN
         return NOT_TERMINAL
 
     def termination(self, board: chess.Board, repetitions: int) -> str:
@@ -89,12 +95,12 @@ class Rules:
         return MAX_PLIES
 
 
-def search_rules(max_plies: int) -> Rules:
+def search_rules(max_plies: int, mate_in_one: bool = False) -> Rules:
     """What an evaluating network's search (not the game) counts as the end: as lc0 does, a position seen before
     in the game or the tree is a draw, so a side that is ahead makes progress instead of repeating moves until
     the threefold claim (the learning run's networks drew 19 of 20 won games against random that way;
     docs/evaluation.md). The game itself ends by the rules of chess (``chess_ending``)."""
-    return Rules(repetitions_for_draw=2, no_progress_plies=100, max_plies=max_plies)
+    return Rules(repetitions_for_draw=2, no_progress_plies=100, max_plies=max_plies, mate_in_one=mate_in_one)
 
 
 def chess_ending(board: chess.Board, max_plies: int, adjudicate_material: int = 0) -> tuple[str, str] | None:

@@ -35,6 +35,8 @@ from .forest import Forest
 from .gumbel import GumbelRoot, improved_policy, log_priors, sigma
 from .puct import BatchedSearch, PendingStep, SearchStats
 
+MATE_NOISE = 1e6  # the Gumbel noise of a root's mating move (mcts.mate_in_one): above any logit and sigma
+
 Tree = int  # a handle from TreeSearch.open
 
 
@@ -128,8 +130,9 @@ class TreeSearch:
         f.drop_pending(others if self.cfg.tree_reuse or child < 0 else [*others, child])
         if self.cfg.tree_reuse and child >= 0:
             self._roots[tree] = child
-            return
-        self._roots[tree] = f.new_node(f.pos[root].push(f.child_move(root, k)), f.chain[root])
+        else:
+            self._roots[tree] = f.new_node(f.pos[root].push(f.child_move(root, k)), f.chain[root])
+        f.reopen(self._roots[tree])
 
     def root_visits(self, tree: Tree) -> int:
         return int(self.forest.node_n()[self._roots[tree]])
@@ -148,8 +151,10 @@ class TreeSearch:
         none, as in evaluation) and ``simulations`` is the budget sequential halving divides."""
         root = self._roots[tree]
         _, visits, moves = self.forest.children(root)
-        self._gumbel[tree] = GumbelRoot(np.asarray(noise, np.float64), simulations,
-                                        min(self.cfg.gumbel_considered, len(moves)), visits.copy())
+        noise = np.array(noise, np.float64)
+        if self.forest.rules.mate_in_one and (mate := self.forest.mating_edge(root)) is not None:
+            noise[mate] = MATE_NOISE  # considered, and the survivor of every halving: the search plays a mate in one
+        self._gumbel[tree] = GumbelRoot(noise, simulations, min(self.cfg.gumbel_considered, len(moves)), visits.copy())
 
     def gumbel_started(self, tree: Tree) -> bool:
         return tree in self._gumbel

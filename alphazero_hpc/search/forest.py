@@ -27,7 +27,7 @@ from ..arrays import ragged_ranges
 from ..game.encoding import NUM_MOVES, chain_for_board, count_repetitions, extend_chain
 from ..game.position import (FLIP_MOVE, POLICY_INDEX, ChessPosition, SearchPosition, require_compiled, search_position,
                              to_move)
-from ..game.rules import Rules
+from ..game.rules import PROVEN_WIN, Rules
 
 
 class _Grow:
@@ -186,6 +186,19 @@ class Forest:
     def is_expanded(self, node: int) -> bool:
         """Whether the node has its edges (an evaluated node gets them on its next visit)."""
         return bool(self._ecount.a[node] >= 0)
+
+    def reopen(self, node: int) -> None:
+        """A proven win (``Rules.mate_in_one``) that becomes a game's root is searched: the game goes on."""
+        if self._term.a[node] == PROVEN_WIN:
+            self._term.a[node] = np.nan
+
+    def mating_edge(self, node: int) -> int | None:
+        """The edge of an evaluated node's first move that checkmates, None if none does."""
+        move = self.pos[node].mating_move()
+        if move is None:
+            return None
+        s, c = int(self._estart.a[node]), int(self._ecount.a[node])
+        return int(np.flatnonzero(self._move.a[s : s + c] == move)[0])
 
     def terminal_value(self, node: int) -> float | None:
         v = self._term.a[node]

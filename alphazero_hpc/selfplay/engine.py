@@ -104,7 +104,7 @@ class SelfPlayEngine:
     def __init__(self, evaluator: Evaluator, cfg: Config) -> None:
         self.cfg = cfg
         sp = cfg.selfplay
-        self.rules = Rules(sp.repetitions_for_draw, sp.no_progress_plies, sp.max_plies)
+        self.rules = Rules(sp.repetitions_for_draw, sp.no_progress_plies, sp.max_plies, cfg.mcts.mate_in_one)
         self.search = TreeSearch(evaluator, cfg.mcts, self.rules, cfg.model.history)
         self.gumbel = cfg.mcts.algorithm == "gumbel"
         self.pipeline = cfg.selfplay.pipeline
