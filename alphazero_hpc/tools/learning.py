@@ -90,6 +90,10 @@ ARMS: dict[str, tuple[str, ...]] = {
     # half the time (else a draw), repetitions and stalls are draws, and games run to ply 160: a mate is worth more
     "4x64-convert": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                      "selfplay.max_plies=160", "selfplay.adjudicate_rule_draws=false", "selfplay.adjudicated_win_share=0.5"),
+    # 4x64-rr8 whose search proves mates in one (mcts.mate_in_one) in self-play and in its matches: the 2 CPU-hour
+    # network played 21 of the 125 mates in one it had on the board and allowed 72 avoidable ones, the mating move
+    # outside the 16 moves Gumbel considers. Self-play's improved policy then points at mates, and q sees them
+    "4x64-mate": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 567 [470, 663]
 # after 2.02 CPU-hours, the best at the full budget (4x64-g32 490 at 2.01, 4x64-bf16 520 at 1.51), intervals overlapping
