@@ -241,8 +241,8 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1"]["elo"] is not None
     # The same network with another search (mcts.mate_in_one in the run's config) is a new player: nothing reused.
     config = eval_run / "config.yaml"
-    assert "\nmcts:\n" in config.read_text()
-    config.write_text(config.read_text().replace("\nmcts:\n", "\nmcts:\n  mate_in_one: true\n", 1))
+    assert config.read_text().count("  mate_in_one: false\n") == 1  # the run's config names every key
+    config.write_text(config.read_text().replace("  mate_in_one: false\n", "  mate_in_one: true\n"))
     proven = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table),
                      "--interval", "300", "--max-games", "20", "--simulations", "2")
     assert proven.returncode == 0 and "0 games already in the ledger" in proven.stdout, proven.stderr
