@@ -62,10 +62,10 @@ class Rules:
 
     def end_value(self, pos: Position, repetitions: int) -> float:
         """The value for the side to move if these rules end the game at ``pos``: -1 (checkmated) or 0 (a draw);
-        with ``mate_in_one`` also +1 where the side to move mates in one (the game is not over, but the search
-        knows its value without the network: ``is_proven_win``); NaN while the game goes on. ``repetitions``:
-        earlier occurrences of the position. The search calls this once per new node (a compiled ``Position``),
-        so the cheap tests come first."""
+        with ``mate_in_one`` also +1 (``PROVEN_WIN``) where the side to move mates in one: the game is not over,
+        but the search knows its value without the network (``Forest.reopen`` clears it once the node is a game's
+        root); NaN while the game goes on. ``repetitions``: earlier occurrences of the position. The search calls
+        this once per new node (a compiled ``Position``), so the cheap tests come first."""
         if repetitions + 1 >= self.repetitions_for_draw:
             return 0.0
         if not pos.has_legal_moves():

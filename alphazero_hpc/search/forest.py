@@ -197,6 +197,7 @@ class Forest:
         move = self.pos[node].mating_move()
         if move is None:
             return None
+        self._ready(node)
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         return int(np.flatnonzero(self._move.a[s : s + c] == move)[0])
 

@@ -306,14 +306,15 @@ class SelfPlayEngine:
         if term is not None:
             side = 1 if g.board.turn else -1  # the side to move at the terminal position
             outcome, termination = int(round(term)) * side, self.rules.termination(g.board, self.search.repetitions(g.tree))
+            value_result = None
             if termination == MAX_PLIES or (termination in DRAWS_BY_RULE and sp.adjudicate_rule_draws):
                 winner = material_winner(g.board, sp.adjudicate_material)
                 if winner:
                     outcome, termination = winner, ADJUDICATED
                     # A mate is always a win; a game won on material teaches a win only this often, else a draw.
                     if g.rng.random() >= sp.adjudicated_win_share:
-                        return self._finish(g, result=outcome, termination=termination, value_result=0)
-            return self._finish(g, result=outcome, termination=termination)
+                        value_result = 0
+            return self._finish(g, result=outcome, termination=termination, value_result=value_result)
         self._begin_move(g)
         return None
 
