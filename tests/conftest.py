@@ -5,6 +5,8 @@ import random
 import shutil
 import subprocess
 import sys
+import time
+import warnings
 from pathlib import Path
 
 import chess
@@ -113,6 +115,30 @@ def slurm_cluster():
         pytest.skip(msg)
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %G"], capture_output=True, text=True).stdout
     return nodes
+
+
+def user_jobs() -> list[str]:
+    """``job_id name state`` of every record the submitting user has in the queue (array tasks one by one)."""
+    out = subprocess.run(["squeue", "-h", "-r", "-u", SLURM_USER, "-o", "%i %j %T"], capture_output=True, text=True)
+    return out.stdout.split("\n")[:-1] if out.returncode == 0 else []
+
+
+@pytest.fixture(autouse=True)
+def slurm_left_idle(request):
+    """After each test that used the testbed, the submitting user's queue is empty again: what a test left (an
+    evaluation still finishing, a job that could no longer run) is cancelled and waited for, and named in a warning,
+    so the next test (one of them sets MaxSubmitJobs and counts the user's records) starts on an idle cluster."""
+    yield
+    if "slurm_cluster" not in request.fixturenames or not slurm_answers():
+        return
+    left = user_jobs()
+    if not left:
+        return
+    subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
+    deadline = time.time() + 120
+    while user_jobs() and time.time() < deadline:
+        time.sleep(1)
+    warnings.warn(f"{request.node.name} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
 
 
 @pytest.fixture
