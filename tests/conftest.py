@@ -1,3 +1,4 @@
+import fcntl
 import getpass
 import os
 import pwd
@@ -5,6 +6,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -125,28 +127,30 @@ def user_jobs() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def slurm_left_idle(request):
-    """After each test that used the testbed, the submitting user's queue is empty again: what a test left (an
-    evaluation still finishing, a job that could no longer run) is cancelled and waited for, and named in a warning,
-    so the next test (one of them sets MaxSubmitJobs and counts the user's records) starts on an idle cluster."""
-    yield
-    if "slurm_cluster" not in request.fixturenames or not slurm_answers():
+    """Every test that uses the testbed has it to itself: it holds a lock that the other pytest-xdist worker's
+    testbed tests wait for (the xdist group above sends them all to one worker, but pytest 9.2 broke that grouping
+    silently and two of them shared the cluster), and after it the submitting user's queue is empty again: what it
+    left (an evaluation still finishing, a job that could no longer run) is cancelled, waited for and named in a
+    warning, so the next test (one sets MaxSubmitJobs and counts the user's records) starts on an idle cluster."""
+    if "slurm_cluster" not in request.fixturenames:
+        yield
         return
-    left = user_jobs()
-    if not left:
-        return
-    subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
-    deadline = time.time() + 120
-    while user_jobs() and time.time() < deadline:
-        time.sleep(1)
-    warnings.warn(f"{request.node.name} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
+    with open(Path(tempfile.gettempdir()) / "azhpc-test-slurm.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+        left = user_jobs() if slurm_answers() else []
+        if left:
+            subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
+            deadline = time.time() + 120
+            while user_jobs() and time.time() < deadline:
+                time.sleep(1)
+            warnings.warn(f"{request.node.name} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
 
 
 @pytest.fixture
 def slurm_tmp(slurm_cluster, request):
     """A fresh folder owned by ``SLURM_USER`` for runs submitted to SLURM (pytest's tmp_path sits in a folder only
     its owner can enter); removed after the test."""
-    import tempfile
-
     name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40]
     folder = Path(tempfile.mkdtemp(prefix=f"azhpc-test-{name}-", dir=os.environ.get("AZHPC_TEST_SLURM_DIR")))
     pw = pwd.getpwnam(SLURM_USER)
