@@ -94,6 +94,7 @@ def slurm_answers() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the group marks to schedule the tests
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (tests/run.sh runs two workers), every test that uses the SLURM testbed goes to one worker,
     one after another and first: they share the cluster, its two nodes and the submitting user's limits (one test sets

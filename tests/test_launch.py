@@ -1004,6 +1004,53 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
             assert [j.job_id for j in record.jobs] == ["100", "101", "200", "201"]
             assert record.events[-1]["event"] == "extend failed" and record.events[-1]["jobs"] == ["200", "201"]
 
+def test_an_extension_refused_by_the_limit_waits_for_room_then_gives_up_in_one_line(tmp_path, monkeypatch):
+    """The controller still counts a job that has just ended: a training job's extension that sbatch refuses for the
+    submit limit cancels what it had submitted of the generation and tries again until ``wait_s``; refused all the
+    while, it raises one line naming the limit, with the record as it was."""
+    from alphazero_hpc.cluster import scheduler
+    from alphazero_hpc.cluster.limits import SubmitLimit
+    from alphazero_hpc.launch import slurm as slurm_mod, window
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, ["run.generations=2", "slurm.selfplay_tasks=1", "eval.enabled=false"])
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(3, "MaxSubmitJobs=3"))
+    monkeypatch.setattr(window, "queued_records", lambda: 1)  # the extending training job
+    monkeypatch.setattr(window, "LIMIT_POLL_S", 0.01)
+    calls, cancelled, refusals = [], [], [0]
+
+    def fake_submit(self, what, ex, submit, array_size):
+        calls.append(what)
+        if "training" in what and refusals[0] > 0:
+            refusals[0] -= 1
+            raise AzhpcError(f"sbatch refused the {what}: error: AssocMaxSubmitJobLimit; the site's submit limit is "
+                             "MaxSubmitJobs=3: set slurm.max_submit_jobs below it")
+        job = str(200 + len(calls))
+        return [f"{job}_{i}" for i in range(array_size)] if array_size else [job]
+
+    monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
+    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or True)
+    before = [JobRecord(0, "selfplay", "100", [0, 1]), JobRecord(0, "train", "101", [0, 1], dependency="afterok:100")]
+    write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
+    refusals[0] = 2
+    new = window.extend_chain(paths, 0, wait_s=5)
+    assert calls == ["generation 1 self-play array (tasks 0-0)", "generation 1 training job"] * 3
+    assert cancelled == ["201", "203"]  # each refused attempt's self-play array, nothing else
+    assert [j.job_id for j in new] == ["205", "206"]
+    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101", "205", "206"]
+
+    write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
+    calls.clear(), cancelled.clear()
+    refusals[0] = 10**6
+    with pytest.raises(window.NoRoom, match="MaxSubmitJobs=3"):
+        window.extend_chain(paths, 0, wait_s=0.2)
+    assert 2 < len(calls) and len(cancelled) == len(calls) // 2
+    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101"]
+
+
 def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypatch):
     """A user with associations in two accounts: the limit is the one of the account the jobs are charged to
     (slurm.account, else the user's default account), with that account's own GrpSubmitJobs, and of the QOS they

@@ -7,7 +7,8 @@ submits the generations that fit now, chained on the newest training job (``exte
 ``stages.train_stage`` on the first node): no process waits on the login node, and the run's own finished jobs
 make the room. ``azhpc resume`` submits within the same window; ``azhpc cancel`` stops the extension (the
 extension reads the launch record under its lock and does nothing after a cancel). With no limit found, the
-window is the whole chain, as before.
+window is the whole chain, as before. The controller may still count a job that has just left the queue: a refusal
+by the limit, with nothing of the generation left queued, is tried again for ``LIMIT_WAIT_S`` before it is given up.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..cluster.limits import SubmitLimit, queued_records, read_submit_limit
+from ..cluster.limits import SubmitLimit, is_submit_limit, queued_records, read_submit_limit
 from ..config import Config
 from ..errors import AzhpcError, RunDirError, failure_line
 from ..store.paths import RunPaths
@@ -98,11 +99,34 @@ def last_submitted(record: LaunchRecord) -> int:
     return max((j.generation for j in record.jobs if j.stage == "train"), default=-1)
 
 
-def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
+LIMIT_WAIT_S = 180.0  # how long an extension waits for room under the submit limit before it gives up
+LIMIT_POLL_S = 10.0
+
+
+class NoRoom(AzhpcError):
+    """The submit limit left no room for the next generation, and nothing of it is queued: waiting may make room
+    (a job that has just ended still counts in the controller for a moment)."""
+
+
+def extend_chain(paths: RunPaths, trained: int, wait_s: float = LIMIT_WAIT_S) -> list[JobRecord]:
     """Submit the generations of a SLURM run that fit under the submit limit now, after its newest training job
     (called when generation ``trained``'s training has written its network). Returns what it submitted: nothing for
     a local run, a complete chain, a cancelled run, or a full window while a newer training job is queued (it
-    extends the chain in turn); a full window after the newest training job raises (the chain would stop)."""
+    extends the chain in turn). Where the limit leaves no room after the newest training job (the chain would
+    stop), it looks again every ``LIMIT_POLL_S`` for ``wait_s`` seconds, then raises."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return _extend_once(paths, trained)
+        except NoRoom:
+            if STOP_REQUESTED or time.monotonic() + LIMIT_POLL_S > deadline:
+                raise
+        time.sleep(LIMIT_POLL_S)
+        if STOP_REQUESTED:  # SIGTERM while it waited
+            raise SystemExit(f"chain extension stopped by {STOP_REQUESTED[0]}")
+
+
+def _extend_once(paths: RunPaths, trained: int) -> list[JobRecord]:
     from .slurm import SlurmChain
     from ..cluster import scheduler
 
@@ -119,7 +143,7 @@ def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
         if w.generations == 0:
             if trained < done_through:  # a newer training job is queued: it extends the chain when it ends
                 return []
-            raise AzhpcError(f"no room under the submit limit ({w.limit}, {w.queued} of your job records queued) for "
+            raise NoRoom(f"no room under the submit limit ({w.limit}, {w.queued} of your job records queued) for "
                              f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
                              f"queue")
         chain = SlurmChain(paths, cfg, record.plan)
@@ -139,9 +163,13 @@ def extend_chain(paths: RunPaths, trained: int) -> list[JobRecord]:
             ids = [j.job_id for j in chain.submitted]
             if scheduler.cancel(ids):  # whole generations or nothing
                 record.jobs = known
-            else:  # still queued: they stay on record, or nothing would know them
-                record.events.append({"time": time.time(), "event": "extend failed", "jobs": ids,
-                                      "error": f"{failure_line(exc)}; scancel of the jobs it had submitted failed"})
+                write_record(paths, record)
+                if isinstance(exc, AzhpcError) and is_submit_limit(str(exc)):
+                    raise NoRoom(str(exc)) from exc
+                raise
+            # still queued: they stay on record, or nothing would know them
+            record.events.append({"time": time.time(), "event": "extend failed", "jobs": ids,
+                                  "error": f"{failure_line(exc)}; scancel of the jobs it had submitted failed"})
             write_record(paths, record)
             raise
         record.events.append({"time": time.time(), "event": "extend", "generations": [done_through + 1, done_through + w.generations],
