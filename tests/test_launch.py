@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -850,13 +851,29 @@ def test_slurm_jobs_are_requeued_past_submitits_three_time_limits(tmp_path):
 
 @pytest.fixture
 def submit_limit(slurm_cluster):
-    """A real MaxSubmitJobs on the submitting user's association (the testbed enforces limits), removed afterwards."""
+    """A real MaxSubmitJobs on the submitting user's association (the testbed enforces limits), removed afterwards.
+    The controller's count of the user's submitted jobs starts from the queue: Slurm 22.05 leaks that count when jobs
+    are requeued (the tests before this one requeue many; it read 1 with the queue empty, and sbatch refused a
+    generation that fitted), and ``scontrol reconfigure`` counts again."""
+    subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and submit_count() != 0:
+        time.sleep(1)
+    assert submit_count() == 0, "the controller still counts jobs of the submitting user after scontrol reconfigure"
 
     def set_limit(value: int) -> None:
         subprocess.run(["sacctmgr", "-i", "modify", "user", SLURM_USER, "set", f"MaxSubmitJobs={value}"],
                        check=True, capture_output=True)
     yield set_limit
     set_limit(-1)
+
+
+def submit_count() -> int | None:
+    """The controller's count of the submitting user's submitted jobs (GrpSubmitJobs=N(count) of its association)."""
+    out = subprocess.run(["scontrol", "show", "assoc_mgr", f"users={SLURM_USER}", "flags=assoc"],
+                         capture_output=True, text=True).stdout
+    counts = [int(n) for n in re.findall(r"GrpSubmitJobs=[^(\s]*\((\d+)\)", out)]
+    return max(counts) if counts else None
 
 
 def queued_records() -> int:

@@ -164,10 +164,10 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
 @click.option("--arms", default="puct,gumbel8,gumbel8-q,gumbel16,gumbel16-q", show_default=True,
               help="Comma list of: puct (24 simulations), gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5), "
                    "4x64-bf16 (gumbel16-q with a 4x64 net, 64 games in flight, bf16 search and training), 4x64-g32 (32 "
-                   "simulations), 4x64-decay (train.lr_decay=0.985), 4x64-rr8 (replay ratio 8 over 6 generations: "
-                   "configs/learn.yaml), 6x64-rr8 (4x64-rr8 with 6 blocks), 4x64-convert (4x64-rr8 that plays won "
+                   "simulations), 4x64-decay (train.lr_decay=0.985), 4x64-rr8 (replay ratio 8 over 6 generations), "
+                   "6x64-rr8 (4x64-rr8 with 6 blocks), 4x64-convert (4x64-rr8 that plays won "
                    "positions out: adjudicated wins taught as wins half the time, games to ply 160), 4x64-mate (4x64-rr8 "
-                   "with mcts.mate_in_one).")
+                   "with mcts.mate_in_one: configs/learn.yaml).")
 @click.option("--games", type=click.IntRange(min=2), default=40, show_default=True,
               help="Games of each arm's last network against random, greedy and Stockfish.")
 @click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,
