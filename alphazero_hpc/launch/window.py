@@ -144,8 +144,8 @@ def _extend_once(paths: RunPaths, trained: int) -> list[JobRecord]:
             if trained < done_through:  # a newer training job is queued: it extends the chain when it ends
                 return []
             raise NoRoom(f"no room under the submit limit ({w.limit}, {w.queued} of your job records queued) for "
-                             f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
-                             f"queue")
+                         f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
+                         f"queue")
         chain = SlurmChain(paths, cfg, record.plan)
         after = record.jobs_of(done_through, "train")[-1].job_id
         known = list(record.jobs)
