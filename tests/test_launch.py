@@ -19,7 +19,7 @@ from alphazero_hpc.launch.record import pid_alive
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
-from .conftest import SLURM_USER, TINY, as_user, run_cli, slurm_cli
+from .conftest import SLURM_USER, TINY, as_user, run_cli, slurm_cli, user_jobs
 
 # A quick tiny run: 16 games of at most 40 plies per generation, 8 per shard.
 QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0"]
@@ -869,7 +869,8 @@ def submit_limit(slurm_cluster):
 
 
 def submit_count() -> int | None:
-    """The controller's count of the submitting user's submitted jobs (GrpSubmitJobs=N(count) of its association)."""
+    """The controller's count of the submitting user's submitted jobs: the highest GrpSubmitJobs=N(count) among its
+    association and the ones above it (on the testbed, the user is the account's only one)."""
     out = subprocess.run(["scontrol", "show", "assoc_mgr", f"users={SLURM_USER}", "flags=assoc"],
                          capture_output=True, text=True).stdout
     counts = [int(n) for n in re.findall(r"GrpSubmitJobs=[^(\s]*\((\d+)\)", out)]
@@ -877,8 +878,7 @@ def submit_count() -> int | None:
 
 
 def queued_records() -> int:
-    return len(subprocess.run(["squeue", "-h", "-r", "-u", SLURM_USER, "-o", "%i"],
-                              capture_output=True, text=True).stdout.split())
+    return len(user_jobs())
 
 
 @pytest.mark.slow
@@ -1020,6 +1020,7 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
         else:
             assert [j.job_id for j in record.jobs] == ["100", "101", "200", "201"]
             assert record.events[-1]["event"] == "extend failed" and record.events[-1]["jobs"] == ["200", "201"]
+
 
 def test_an_extension_refused_by_the_limit_waits_for_room_then_gives_up_in_one_line(tmp_path, monkeypatch):
     """The controller still counts a job that has just ended: a training job's extension that sbatch refuses for the
