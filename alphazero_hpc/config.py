@@ -66,6 +66,7 @@ class ModelConfig:
     se_ratio: int = 0  # squeeze-excitation reduction ratio; 0 disables SE
     history: int = 2  # positions of history in the input (AlphaZero: 8)
     value_hidden: int = 64  # width of the value head's hidden layer
+    attack_planes: bool = False  # 4 more input planes from the rules: squares each side attacks, pieces en prise
 
     def __post_init__(self) -> None:
         _check_choices(self)

@@ -1,6 +1,6 @@
 """The residual network. It knows nothing about distribution; the trainer wraps it.
 
-Input  [B, 14 * history + 7, 8, 8] float32 planes (see ``encoding``).
+Input  [B, 14 * history + 7 (+ 4 attack planes), 8, 8] float32 planes (see ``encoding``).
 Output policy logits [B, 4672] (plane * 64 + square, the 73 planes of a 1x1 convolution flattened) and
 value logits [B, 3] over (win, draw, loss) for the side to move.
 """
@@ -49,7 +49,7 @@ class AlphaZeroNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         c = cfg.filters
-        self.stem = nn.Sequential(nn.Conv2d(num_planes(cfg.history), c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(num_planes(cfg.history, cfg.attack_planes), c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
         self.tower = nn.Sequential(*[ResidualBlock(c, cfg.se_ratio) for _ in range(cfg.blocks)])
         self.policy = nn.Sequential(
             nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, MOVE_PLANES, 1)

@@ -12,5 +12,6 @@ class Evaluator(Protocol):
     float32 [B, 4672] and values float32 [B] in [-1, 1] for the side to move."""
 
     history: int
+    attack_planes: bool  # the planes end with game.attacks' maps (model.attack_planes)
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...

@@ -14,6 +14,8 @@ from ..game.rules import PIECE_VALUES
 class UniformEvaluator:
     """Every legal move equally likely, every position even: search alone must find what it finds."""
 
+    attack_planes = False
+
     def __init__(self, history: int) -> None:
         self.history = history
 

@@ -63,6 +63,7 @@ class BatchedSearch:
         self.evaluator = evaluator
         self.cfg = cfg
         self.history = history
+        self.attacks = bool(getattr(evaluator, "attack_planes", False))  # an evaluator that does not say reads plain planes
         self.stats = SearchStats()
         self.deterministic = cfg.algorithm == "gumbel" and cfg.gumbel_interior == "deterministic"
 
@@ -179,7 +180,7 @@ class BatchedSearch:
         planes = None
         if need.size:
             batch = batch_from_chains([f.chain[n] for n in leaf[need].tolist()], self.history)
-            planes = encode_batch(batch)
+            planes = encode_batch(batch, attacks=self.attacks)
         t3 = time.perf_counter()
         self.stats.t_tree += t1 - t0
         self.stats.t_rules += t2 - t1

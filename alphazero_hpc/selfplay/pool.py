@@ -152,8 +152,9 @@ class SearchPool:
         self.max_wait = sp.server_max_wait_ms / 1000.0
         self.ctx = mp.get_context("spawn")
         self.stop = self.ctx.Event()
-        self.slots = [Slot(sp.games_in_flight, cfg.model.history, self.ctx) for _ in range(workers)]
-        self.staging = np.empty((self.max_batch, num_planes(cfg.model.history), 8, 8), np.float32)
+        model = cfg.model
+        self.slots = [Slot(sp.games_in_flight, model.history, self.ctx, model.attack_planes) for _ in range(workers)]
+        self.staging = np.empty((self.max_batch, num_planes(model.history, model.attack_planes), 8, 8), np.float32)
         self.args = [WorkerArgs(i, cfg, str(paths.root), generation, task, num_tasks, attrs, bench) for i in range(workers)]
         self.workers: list[_Worker] = []
         self.stats = ServerStats()

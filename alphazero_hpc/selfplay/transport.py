@@ -82,23 +82,23 @@ Message = Hello | NextShard | GameDone | ShardDone | WorkerFailed | WorkerExit |
 class Slot:
     """A worker's shared memory: ``rows`` leaves of input planes, their logits and values, and counters."""
 
-    def __init__(self, rows: int, history: int, ctx: Any = None) -> None:
-        self.rows, self.history = rows, history
+    def __init__(self, rows: int, history: int, ctx: Any = None, attack_planes: bool = False) -> None:
+        self.rows, self.history, self.attack_planes = rows, history, attack_planes
         ctx = ctx or mp.get_context("spawn")
-        c = num_planes(history)
+        c = num_planes(history, attack_planes)
         self._raw = (ctx.RawArray("f", rows * c * 64), ctx.RawArray("f", rows * NUM_MOVES),
                      ctx.RawArray("f", rows), ctx.RawArray("d", len(SlotCounter)))
         self._map()
 
     def _map(self) -> None:
         planes, logits, values, counters = self._raw
-        self.planes = np.frombuffer(planes, np.float32).reshape(self.rows, num_planes(self.history), 8, 8)
+        self.planes = np.frombuffer(planes, np.float32).reshape(self.rows, num_planes(self.history, self.attack_planes), 8, 8)
         self.logits = np.frombuffer(logits, np.float32).reshape(self.rows, NUM_MOVES)
         self.values = np.frombuffer(values, np.float32)
         self.counters = np.frombuffer(counters, np.float64)
 
     def __getstate__(self) -> dict:  # only while spawning a worker: the RawArrays travel as shared memory
-        return {"rows": self.rows, "history": self.history, "_raw": self._raw}
+        return {"rows": self.rows, "history": self.history, "attack_planes": self.attack_planes, "_raw": self._raw}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -115,7 +115,7 @@ class RemoteEvaluator:
     """
 
     def __init__(self, slot: Slot, conn: Connection, widths: tuple[int, int]) -> None:
-        self.slot, self.conn, self.history = slot, conn, slot.history
+        self.slot, self.conn, self.history, self.attack_planes = slot, conn, slot.history, slot.attack_planes
         self.offsets = (0, widths[0])
 
     def submit(self, planes: np.ndarray, part: int = 0) -> Callable[[], tuple[np.ndarray, np.ndarray]]:

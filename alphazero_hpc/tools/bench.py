@@ -150,7 +150,7 @@ class GpuUtilisation:
 def raw_network_rate(evaluator, history: int, batch: int, seconds: float = 3.0) -> float:
     """Evaluations per second of ``evaluator`` alone on random planes of ``batch`` positions."""
     rng = np.random.default_rng(0)
-    planes = (rng.random((batch, num_planes(history), 8, 8)) < 0.1).astype(np.float32)
+    planes = (rng.random((batch, num_planes(history, getattr(evaluator, "attack_planes", False)), 8, 8)) < 0.1).astype(np.float32)
     evaluator.evaluate(planes)  # warm-up
     n = 0
     t0 = time.perf_counter()
@@ -419,7 +419,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         b = cfg.train.batch_size
         plan = BatchPlan(window, b, seed=(0,))
         # Loader alone.
-        loader = iter(make_loader(plan, 0, workers))
+        loader = iter(make_loader(plan, 0, workers, attacks=cfg.model.attack_planes))
         next(loader)  # worker start-up is not throughput
         t0 = time.perf_counter()
         n = 0
@@ -429,7 +429,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         loader_rate = n * b / (time.perf_counter() - t0)
         del loader
         # Trainer compute alone, on one in-memory batch.
-        batch = next(iter(make_loader(plan, 0, 0)))
+        batch = next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_planes)))
         model = build_model(cfg.model, seed=0).train()
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 

@@ -50,9 +50,10 @@ def _big(blocks: int) -> tuple[str, ...]:
 
 def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
     """Gumbel search at ``simulations`` (a quarter of them on fast moves), value targets mixed with q at ``q_ratio``,
-    mates in one left to the network (arm 4x64-mate turns the proof on)."""
+    mates in one left to the network (arm 4x64-mate turns the proof on), plain input planes (4x64-attacks adds the
+    attack maps)."""
     return ("mcts.algorithm=gumbel", f"mcts.simulations={simulations}", f"mcts.fast_simulations={simulations // 4}",
-            f"train.value_target_q_ratio={q_ratio}", "mcts.mate_in_one=false")
+            f"train.value_target_q_ratio={q_ratio}", "mcts.mate_in_one=false", "model.attack_planes=false")
 
 
 def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: float = 1) -> tuple[str, ...]:
@@ -62,7 +63,7 @@ def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: fl
 
 
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0",
-         "mcts.mate_in_one=false")
+         "mcts.mate_in_one=false", "model.attack_planes=false")
 ARMS: dict[str, tuple[str, ...]] = {
     "puct": (*_PUCT, *_SMALL, *_training()),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
     "gumbel8": (*_gumbel(8, 0), *_SMALL, *_training()),
@@ -96,6 +97,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # network played 21 of the 125 mates in one it had on the board and allowed 72 avoidable ones, the mating move
     # outside the 16 moves Gumbel considers. Self-play's improved policy then points at mates, and q sees them
     "4x64-mate": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true"),
+    # 4x64-mate with the attack maps as 4 more input planes (model.attack_planes: squares each side attacks, pieces of
+    # each side en prise): the 2 CPU-hour networks lost by leaving pieces to one-move tactics, and four times the
+    # search at play time did not save them; a net this small learns slowly what the rules can tell it
+    "4x64-attacks": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
+                     "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 612 [524, 700]
 # after 2.02 CPU-hours, the best at the full budget (4x64-rr8 567 at 2.02, 4x64-g32 490 at 2.01), intervals overlapping

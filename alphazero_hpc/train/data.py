@@ -141,7 +141,7 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0) -> dict[str, np.ndarray]:
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: bool = False) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
     (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
     value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
@@ -154,7 +154,7 @@ def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0) -> dict[str,
     policy = np.zeros((len(rows), NUM_MOVES), np.float32)
     policy[np.repeat(np.arange(len(rows)), counts), data.policy_index[flat].astype(np.int64)] = data.policy_prob[flat]
     return {
-        "planes": encode_batch(batch),
+        "planes": encode_batch(batch, attacks=attacks),
         "policy": policy,
         "wdl": wdl_target(data.value_target[rows], data.root_value[rows], q_ratio),
     }
@@ -173,11 +173,12 @@ def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float)
 class WindowDataset(IterableDataset):
     """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
 
-    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0) -> None:
+    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: bool = False) -> None:
         self.plan = plan
         self.start = start
         self.cache = cache
         self.q_ratio = q_ratio
+        self.attacks = attacks
 
     def __iter__(self) -> Iterator[dict]:
         info = get_worker_info()
@@ -204,7 +205,7 @@ class WindowDataset(IterableDataset):
                         bad.append(f"{exc} (set aside as .bad and skipped)")
                 data = loaded[sid]
                 if data is not None:
-                    parts.append(decode(data, rows[sids == sid], self.q_ratio))
+                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks))
             out = {"number": number, "bad": bad, "rows": len(rows)}
             bad = []
             if parts:
@@ -212,8 +213,8 @@ class WindowDataset(IterableDataset):
             yield out
 
 
-def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0) -> DataLoader:
-    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio), batch_size=None, num_workers=workers,
+def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: bool = False) -> DataLoader:
+    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
 

@@ -1,0 +1,95 @@
+"""Attack maps from the rules, as extra input planes: what each side attacks and which pieces hang.
+
+A small network learns slowly that a piece attacked by a pawn, or attacked and not defended, is lost on the
+next move; the self-play networks of docs/evaluation.md lost most games that way. These planes give it that
+from the rules, computed from the same bitboards the other planes are made of (numpy over a whole batch, no
+per-position Python): set-wise fills for the sliders (Kogge-Stone), shifts for the rest. Attacks are
+pseudo-legal: a pinned piece still attacks, x-rays do not count, en passant is ignored.
+
+Planes (oriented to the side to move, as every plane): squares we attack, squares they attack, our pieces en
+prise, theirs en prise. A piece is en prise when the other side attacks it and it is either undefended or
+attacked by a piece worth less (pawn 1 < knight = bishop 3 < rook 5 < queen 9 < king); a king is en prise when
+it is attacked at all (check).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ATTACK_PLANES = 4
+
+_U = np.uint64
+_FILE_A = _U(0x0101010101010101)
+_FILE_B = _U(0x0202020202020202)
+_FILE_G = _U(0x4040404040404040)
+_FILE_H = _U(0x8080808080808080)
+_NOT_A, _NOT_H = ~_FILE_A, ~_FILE_H
+_NOT_AB, _NOT_GH = ~(_FILE_A | _FILE_B), ~(_FILE_G | _FILE_H)
+_ALL = ~_U(0)
+# (shift, mask of the squares a step may land on): positive shifts go up the board (a1 = bit 0)
+_ORTHOGONAL = ((8, _ALL), (-8, _ALL), (1, _NOT_A), (-1, _NOT_H))
+_DIAGONAL = ((9, _NOT_A), (7, _NOT_H), (-7, _NOT_A), (-9, _NOT_H))
+
+
+def _shift(b: np.ndarray, s: int) -> np.ndarray:
+    return b << _U(s) if s > 0 else b >> _U(-s)
+
+
+def _slide(gen: np.ndarray, empty: np.ndarray, directions: tuple) -> np.ndarray:
+    """Squares attacked by the sliders in ``gen`` along ``directions``, stopped by the first occupied square."""
+    out = np.zeros_like(gen)
+    for s, mask in directions:
+        pro = empty & mask
+        g = gen | (pro & _shift(gen, s))
+        pro = pro & _shift(pro, s)
+        g |= pro & _shift(g, 2 * s)
+        pro = pro & _shift(pro, 2 * s)
+        g |= pro & _shift(g, 4 * s)
+        out |= _shift(g, s) & mask
+    return out
+
+
+def _knights(n: np.ndarray) -> np.ndarray:
+    one = ((n >> _U(1)) & _NOT_H) | ((n << _U(1)) & _NOT_A)
+    two = ((n >> _U(2)) & _NOT_GH) | ((n << _U(2)) & _NOT_AB)
+    return (one << _U(16)) | (one >> _U(16)) | (two << _U(8)) | (two >> _U(8))
+
+
+def _kings(k: np.ndarray) -> np.ndarray:
+    row = k | ((k << _U(1)) & _NOT_A) | ((k >> _U(1)) & _NOT_H)
+    return (row | (row << _U(8)) | (row >> _U(8))) & ~k
+
+
+def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
+    """[N, 4] uint64 of positions given as [N, 8] bitboards (P, N, B, R, Q, K, white, black), absolute
+    orientation: squares attacked by the side to move, by the other side, the side to move's pieces en prise,
+    the other side's. Still absolute: the caller mirrors them with the pieces."""
+    bb = np.asarray(bitboards, dtype=np.uint64)
+    pawns, knights, bishops, rooks, queens, kings = (bb[:, i] for i in range(6))
+    colour = np.stack([bb[:, 6], bb[:, 7]])  # [2, N]: white, black
+    empty = ~(bb[:, 6] | bb[:, 7])
+    p, n, b, r, q, k = (colour & x for x in (pawns, knights, bishops, rooks, queens, kings))
+    pawn = np.stack([((p[0] << _U(9)) & _NOT_A) | ((p[0] << _U(7)) & _NOT_H),
+                     ((p[1] >> _U(7)) & _NOT_A) | ((p[1] >> _U(9)) & _NOT_H)])
+    diagonal = _slide(np.concatenate([b, q]), empty, _DIAGONAL)  # [4, N]: bishops w/b, queens w/b
+    orthogonal = _slide(np.concatenate([r, q]), empty, _ORTHOGONAL)
+    minor = _knights(n) | diagonal[:2]
+    rook = orthogonal[:2]
+    queen = diagonal[2:] | orthogonal[2:]
+    lesser_than_rook = pawn | minor
+    lesser_than_queen = lesser_than_rook | rook
+    attacked = lesser_than_queen | queen | _kings(k)  # [2, N]
+    hanging = np.empty_like(attacked)
+    for side in (0, 1):
+        other = 1 - side
+        by, defended = attacked[other], attacked[side]
+        hanging[side] = by & (
+            (p[side] & ~defended)
+            | ((n[side] | b[side]) & (~defended | pawn[other]))
+            | (r[side] & (~defended | lesser_than_rook[other]))
+            | (q[side] & (~defended | lesser_than_queen[other]))
+            | k[side]
+        )
+    us = np.where(white_to_move, 0, 1)
+    idx = np.arange(bb.shape[0])
+    return np.stack([attacked[us, idx], attacked[1 - us, idx], hanging[us, idx], hanging[1 - us, idx]], axis=1)

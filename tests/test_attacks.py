@@ -1,0 +1,75 @@
+"""The attack planes (model.attack_planes) against python-chess, square by square, and through the pipeline."""
+
+import chess
+import numpy as np
+
+from alphazero_hpc.game.attacks import ATTACK_PLANES, attack_maps
+from alphazero_hpc.game.encoding import encode_boards, num_planes
+
+from .conftest import PERFT_FENS, random_game_boards
+
+VALUE = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 100}
+
+
+def _attackers(board: chess.Board, colour: chess.Color, square: int) -> list[int]:
+    """Piece types of ``colour`` that attack ``square`` (pseudo-legal: pins ignored, as the planes do)."""
+    return [board.piece_type_at(s) for s in board.attackers(colour, square)]
+
+
+def _expected(board: chess.Board) -> list[int]:
+    """The four maps by definition, one square at a time with python-chess."""
+    attacked = {c: sum(1 << s for s in chess.SQUARES if board.is_attacked_by(c, s)) for c in chess.COLORS}
+
+    def en_prise(side: chess.Color) -> int:
+        out = 0
+        for s in chess.SquareSet(board.occupied_co[side]):
+            by = _attackers(board, not side, s)
+            kind = board.piece_type_at(s)
+            if by and (kind == chess.KING or not attacked[side] >> s & 1 or min(VALUE[t] for t in by) < VALUE[kind]):
+                out |= 1 << s
+        return out
+
+    us, them = board.turn, not board.turn
+    return [attacked[us], attacked[them], en_prise(us), en_prise(them)]
+
+
+def _bitboards(boards):
+    return np.array([[b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE],
+                      b.occupied_co[chess.BLACK]] for b in boards], dtype=np.uint64)
+
+
+def test_attack_maps_match_python_chess_on_every_square():
+    boards = [chess.Board(f) for f in PERFT_FENS] + random_game_boards(60, seed=5, max_plies=160)
+    maps = attack_maps(_bitboards(boards), np.array([b.turn for b in boards]))
+    for b, got in zip(boards, maps):
+        assert [int(x) for x in got] == _expected(b), b.fen()
+
+
+def test_a_piece_attacked_by_a_pawn_is_en_prise_even_when_defended():
+    # White to move. The d4 knight is defended by the e3 pawn but attacked by the c5 pawn: en prise. The g4
+    # pawn is attacked by the h5 bishop and undefended: en prise. The e3 pawn and a4 rook are attacked by nothing.
+    # Black's h5 bishop is attacked by the g4 pawn and undefended; the c5 pawn is attacked by nothing.
+    b = chess.Board("4k3/8/8/2p4b/R2N2P1/4P3/8/4K3 w - - 0 1")
+    maps = attack_maps(_bitboards([b]), np.array([True]))[0]
+    assert int(maps[2]) == chess.BB_D4 | chess.BB_G4
+    assert int(maps[3]) == chess.BB_H5
+    # With a black pawn on f6 defending nothing and the bishop moved to e7 behind it, nothing of black's hangs.
+    b = chess.Board("4k3/4b3/5p2/2p5/R2N2P1/4P3/8/4K3 w - - 0 1")
+    assert int(attack_maps(_bitboards([b]), np.array([True]))[0, 3]) == 0
+
+
+def test_attack_planes_are_the_last_planes_and_mirror_for_black():
+    for b in random_game_boards(6, seed=7, max_plies=60)[::5]:
+        bare = chess.Board(b.fen())
+        mirrored = chess.Board(b.mirror().fen())
+        p1, p2 = encode_boards([bare], 2, attacks=True)[0], encode_boards([mirrored], 2, attacks=True)[0]
+        assert p1.shape == (num_planes(2, True), 8, 8) == (num_planes(2) + ATTACK_PLANES, 8, 8)
+        assert np.array_equal(p1[: num_planes(2)], encode_boards([bare], 2)[0])  # the plain planes do not move
+        assert np.array_equal(p1[-ATTACK_PLANES:], p2[-ATTACK_PLANES:])  # seen from the side to move
+        expected = _expected(bare)
+        for plane, bits in zip(p1[-ATTACK_PLANES:], expected):
+            flip = 0 if bare.turn else 56
+            want = np.zeros(64, np.float32)
+            for s in chess.SquareSet(bits):
+                want[s ^ flip] = 1.0
+            assert np.array_equal(plane.reshape(64), want), bare.fen()
