@@ -92,7 +92,7 @@ class MCTSConfig:
     dirichlet_epsilon: float = 0.25  # root noise weight; 0 disables noise
     tree_reuse: bool = True  # keep the chosen child's subtree for the next move
     mate_in_one: bool = False  # a node whose side to move can mate in one is a proven win (no network call), and a
-                               # Gumbel root plays such a mate: the search sees a mate one move past each leaf
+                               # root (Gumbel or PUCT) plays such a mate: the search sees a mate one move past each leaf
     algorithm: Algorithm = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
                              # target at the root (search/gumbel.py); learns with few simulations
     gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)

@@ -49,6 +49,22 @@ def test_search_finds_mate_in_one_with_a_uniform_evaluator(fen, uci):
     assert s.result(trees[0]).value > 0.5
 
 
+@pytest.mark.parametrize("mate_in_one", [False, True])
+def test_puct_plays_a_mate_in_one_its_visits_never_reached_only_with_the_proof(mate_in_one):
+    """Uniform priors and 8 simulations visit the first 8 legal moves; the mate (h8b2) is the 19th. PUCT's root
+    plays it with mcts.mate_in_one (result.chosen), and without it plays the most visited move."""
+    import dataclasses
+
+    cfg = dataclasses.replace(NO_NOISE, mate_in_one=mate_in_one)
+    s, trees = search(["7Q/8/8/3K4/8/8/k7/B7 w - - 1 71"], UniformEvaluator(1), sims=8,
+                      rules=Rules(mate_in_one=mate_in_one), cfg=cfg)
+    result = s.result(trees[0])
+    mate = [m.uci() for m in result.moves].index("h8b2")
+    assert result.visits[mate] == 0
+    assert (result.best_move.uci() == "h8b2") == mate_in_one
+    assert (result.chosen == mate) if mate_in_one else result.chosen is None
+
+
 def test_many_positions_searched_in_one_batch_agree_with_searching_alone():
     fens = [f for f, _ in MATES_IN_ONE] + [chess.STARTING_FEN]
     s, trees = search(fens, UniformEvaluator(1), sims=60)

@@ -51,7 +51,8 @@ class SearchResult:
     root_visits: visits of the root (1 + the simulations that went through it).
     pv:      the principal variation from the root (most visited moves), when asked for.
     improved: [A] float32 Gumbel search's improved policy, softmax(logits + sigma(completed q)); None for PUCT.
-    chosen:  Gumbel search's move (the survivor of sequential halving); None for PUCT.
+    chosen:  Gumbel search's move (the survivor of sequential halving); for PUCT the mate in one with
+             ``mcts.mate_in_one`` when the root has one, else None (the caller picks from the visits).
     """
 
     moves: tuple[chess.Move, ...]
@@ -181,6 +182,8 @@ class TreeSearch:
             logits, sig = self._gumbel_terms(root, priors, visits)
             result = dataclasses.replace(result, improved=improved_policy(logits, sig),
                                          chosen=state.survivor(logits, sig, visits))
+        elif f.rules.mate_in_one and len(moves) and (mate := f.mating_edge(root)) is not None:
+            result = dataclasses.replace(result, chosen=mate)  # PUCT: a proven win is played, whatever was visited
         if pv_length:
             pv = [moves[result.best]]
             node = f.child_of(root, result.best)
