@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -869,12 +868,30 @@ def submit_limit(slurm_cluster):
 
 
 def submit_count() -> int | None:
-    """The controller's count of the submitting user's submitted jobs: the highest GrpSubmitJobs=N(count) among its
-    association and the ones above it (on the testbed, the user is the account's only one)."""
-    out = subprocess.run(["scontrol", "show", "assoc_mgr", f"users={SLURM_USER}", "flags=assoc"],
-                         capture_output=True, text=True).stdout
-    counts = [int(n) for n in re.findall(r"GrpSubmitJobs=[^(\s]*\((\d+)\)", out)]
-    return max(counts) if counts else None
+    """The controller's count of the submitting user's submitted jobs (what the product reads)."""
+    from alphazero_hpc.cluster.limits import controller_records
+
+    return controller_records(SLURM_USER)
+
+
+def test_slurm_the_controllers_count_of_submitted_records_is_read_for_each_array_element(slurm_cluster, tmp_path):
+    """A held array of 3 counts 3 records for the controller and for squeue, and the window planner takes the
+    higher of the two (sbatch checks the controller's, which Slurm 22.05 was seen to leak after requeues)."""
+    from alphazero_hpc.cluster.limits import queued_records
+
+    assert submit_count() == 0 and not user_jobs(), "the testbed must be idle"
+    cmd, env = as_user(["sbatch", "--hold", "--array=0-2", "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
+    job = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()[-1]
+    try:
+        assert len(user_jobs()) == 3
+        assert submit_count() == 3
+        assert queued_records(SLURM_USER) == 3
+    finally:
+        subprocess.run(["scancel", job], check=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and (submit_count() or user_jobs()):
+        time.sleep(1)
+    assert submit_count() == 0
 
 
 def queued_records() -> int:

@@ -10,6 +10,7 @@ answer; ``slurm.max_submit_jobs`` sets it where they do not (or lowers it).
 from __future__ import annotations
 
 import getpass
+import re
 from dataclasses import dataclass
 
 from .scheduler import run_quietly
@@ -84,10 +85,24 @@ def _default_account(user: str) -> str:
 
 
 def queued_records(user: str | None = None) -> int:
-    """Job records of ``user`` in the queue now, each array element one (pending ones included); 0 when squeue is
-    silent (the caller's sbatch then says what the site thinks)."""
-    out = run_quietly(["squeue", "-h", "-r", "-u", user or getpass.getuser(), "-o", "%i"])
-    return len([line for line in (out or "").splitlines() if line.strip()])
+    """Job records of ``user`` that count against a submit limit now: the higher of squeue's (each array element
+    one, pending ones included) and the controller's own count (``controller_records``), which sbatch checks and
+    which can lag behind a job that has just ended; 0 when neither answers (sbatch then says what the site thinks)."""
+    user = user or getpass.getuser()
+    out = run_quietly(["squeue", "-h", "-r", "-u", user, "-o", "%i"])
+    listed = len([line for line in (out or "").splitlines() if line.strip()])
+    return max(listed, controller_records(user) or 0)
+
+
+def controller_records(user: str) -> int | None:
+    """The controller's count of ``user``'s submitted job records (``GrpSubmitJobs=limit(count)`` of the user's
+    associations in ``scontrol show assoc_mgr``: what MaxSubmitJobs is checked against), None where it does not say
+    (an older Slurm, or PrivateData hiding it). Slurm 22.05 was seen to keep counting a job after requeues
+    (../shared/SLURM_TESTBED.md); squeue then shows fewer records than sbatch counts."""
+    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
+    counts = [int(m.group(1)) for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
+              for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]
+    return max(counts) if counts else None
 
 
 def is_submit_limit(message: str) -> bool:
