@@ -73,3 +73,26 @@ def test_attack_planes_are_the_last_planes_and_mirror_for_black():
             for s in chess.SquareSet(bits):
                 want[s ^ flip] = 1.0
             assert np.array_equal(plane.reshape(64), want), bare.fen()
+
+
+def test_a_run_with_attack_planes_plays_with_the_real_network_trains_and_checkpoints_them(tmp_path, tiny_args):
+    """Through the pipeline: self-play with the network in search workers (the shared-memory slots carry the wider
+    planes), training on those shards, and a checkpoint whose network reads 14 * H + 11 planes."""
+    import subprocess
+    import sys
+
+    from alphazero_hpc.net.checkpoint import load_model
+    from alphazero_hpc.store.paths import RunPaths
+
+    from .conftest import run_cli
+
+    on = ["--set", "model.attack_planes=true"]
+    res = run_cli("selfplay", "--run-dir", str(tmp_path), "--num-tasks", "1", "--task", "0", *tiny_args, *on,
+                  "--set", "selfplay.search_workers=1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    train = subprocess.run([sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(tmp_path), "--generation", "0",
+                            "--workers", "1"], capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr[-2000:]
+    paths = RunPaths(tmp_path)
+    model, _ = load_model(paths.model(1))
+    assert model.cfg.attack_planes and model.stem[0].in_channels == num_planes(model.cfg.history, True)

@@ -988,7 +988,7 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
                                       "slurm", array_size=1001))
     monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(13, "MaxSubmitJobs=13"))
     queued["n"] = 11
-    with pytest.raises(AzhpcError, match="11 of your jobs are queued and the site allows 13"):
+    with pytest.raises(AzhpcError, match="11 of your job records count against the limit and the site allows 13"):
         window.first_window(cfg, plan2)
     assert plan.generations == 2
 

@@ -63,6 +63,9 @@ def test_puct_plays_a_mate_in_one_its_visits_never_reached_only_with_the_proof(m
     assert result.visits[mate] == 0
     assert (result.best_move.uci() == "h8b2") == mate_in_one
     assert (result.chosen == mate) if mate_in_one else result.chosen is None
+    # What self-play records: the mate as the policy target and a proven win as the root's value.
+    assert (result.policy_target[mate] == 1.0) == mate_in_one
+    assert (result.value == 1.0) == mate_in_one
 
 
 def test_many_positions_searched_in_one_batch_agree_with_searching_alone():

@@ -97,8 +97,8 @@ def queued_records(user: str | None = None) -> int:
 def controller_records(user: str) -> int | None:
     """The controller's count of ``user``'s submitted job records (``GrpSubmitJobs=limit(count)`` of the user's
     associations in ``scontrol show assoc_mgr``: what MaxSubmitJobs is checked against), None where it does not say
-    (an older Slurm, or PrivateData hiding it). Slurm 22.05 was seen to keep counting a job after requeues
-    (../shared/SLURM_TESTBED.md); squeue then shows fewer records than sbatch counts."""
+    (an older Slurm, or PrivateData hiding it). Slurm 22.05.8 was seen to keep counting a job after requeues
+    (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than sbatch counts."""
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
     counts = [int(m.group(1)) for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
               for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]

@@ -71,8 +71,9 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
                              f"{', evaluation' if cfg.eval.enabled else ''}{', pretraining' if extra else ''}) but the site "
                              f"allows {w.limit.jobs} ({w.limit}): lower --tasks to at most "
                              f"{max(1, w.limit.jobs - need + plan.tasks)} or ask the site for a higher limit")
-        raise AzhpcError(f"{w.queued} of your jobs are queued and the site allows {w.limit.jobs} ({w.limit}): one "
-                         f"generation needs {need} more; wait for some to finish (squeue -u $USER) and launch again")
+        raise AzhpcError(f"{w.queued} of your job records count against the limit and the site allows {w.limit.jobs} "
+                         f"({w.limit}): one generation needs {need} more; wait for some to finish (squeue -u $USER; the "
+                         f"controller's count: scontrol show assoc_mgr users=$USER flags=assoc) and launch again")
     steady = w.per_generation + 1 + int(cfg.eval.enabled)  # a generation beside the extending job and its evaluation
     if w.limit.jobs is not None and plan.generations > w.generations and steady > w.limit.jobs:
         raise AzhpcError(f"the chain submits a generation ({w.per_generation} job records) from inside a training job, "

@@ -29,7 +29,7 @@ import chess
 import numpy as np
 
 from ..config import MCTSConfig
-from ..game.rules import Rules
+from ..game.rules import PROVEN_WIN, Rules
 from .evaluator import Evaluator
 from .forest import Forest
 from .gumbel import GumbelRoot, improved_policy, log_priors, sigma
@@ -52,7 +52,8 @@ class SearchResult:
     pv:      the principal variation from the root (most visited moves), when asked for.
     improved: [A] float32 Gumbel search's improved policy, softmax(logits + sigma(completed q)); None for PUCT.
     chosen:  Gumbel search's move (the survivor of sequential halving); for PUCT the mate in one with
-             ``mcts.mate_in_one`` when the root has one, else None (the caller picks from the visits).
+             ``mcts.mate_in_one`` when the root has one (``value`` is then a proven win and ``policy_target``
+             the mate), else None (the caller picks from the visits).
     """
 
     moves: tuple[chess.Move, ...]
@@ -69,6 +70,8 @@ class SearchResult:
         """[A] float32 policy training target: Gumbel's improved policy, else the visit distribution (AlphaZero)."""
         if self.improved is not None:
             return self.improved
+        if self.chosen is not None:  # PUCT's proven mate in one, visited or not
+            return np.eye(len(self.moves), dtype=np.float32)[self.chosen]
         return (self.visits / max(float(self.visits.sum()), 1.0)).astype(np.float32)
 
     @property
@@ -183,7 +186,7 @@ class TreeSearch:
             result = dataclasses.replace(result, improved=improved_policy(logits, sig),
                                          chosen=state.survivor(logits, sig, visits))
         elif f.rules.mate_in_one and len(moves) and (mate := f.mating_edge(root)) is not None:
-            result = dataclasses.replace(result, chosen=mate)  # PUCT: a proven win is played, whatever was visited
+            result = dataclasses.replace(result, chosen=mate, value=PROVEN_WIN)  # PUCT: a proven win, whatever was visited
         if pv_length:
             pv = [moves[result.best]]
             node = f.child_of(root, result.best)

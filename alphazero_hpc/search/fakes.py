@@ -14,10 +14,9 @@ from ..game.rules import PIECE_VALUES
 class UniformEvaluator:
     """Every legal move equally likely, every position even: search alone must find what it finds."""
 
-    attack_planes = False
-
-    def __init__(self, history: int) -> None:
+    def __init__(self, history: int, attack_planes: bool = False) -> None:
         self.history = history
+        self.attack_planes = attack_planes  # ignored, but the search encodes what a network of the config would read
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         b = planes.shape[0]

@@ -274,10 +274,11 @@ class SelfPlayEngine:
             if result.improved is not None:  # Gumbel: the improved policy over every legal move
                 g.pol_idx.append(move_indices(list(moves), turn))
                 g.pol_prob.append(result.improved)
-            else:  # PUCT: the visit distribution
-                nz = np.flatnonzero(visits)
+            else:  # PUCT: the visit distribution (a proven mate in one, result.chosen: the mate)
+                target = result.policy_target
+                nz = np.flatnonzero(target)
                 g.pol_idx.append(move_indices([moves[i] for i in nz], turn))
-                g.pol_prob.append((visits[nz] / visits[nz].sum()).astype(np.float32))
+                g.pol_prob.append(target[nz])
             g.chains.append(self.search.position(g.tree))
             g.root_values.append(q)
             g.plies_rec.append(ply)
@@ -293,7 +294,7 @@ class SelfPlayEngine:
         else:
             g.below[turn] = 0
         temp = sp.temperature if ply < sp.temperature_plies else sp.final_temperature
-        if result.chosen is not None:  # Gumbel: the survivor (its noise already carried the temperature)
+        if result.chosen is not None:  # Gumbel's survivor (its noise already carried the temperature), PUCT's mate in one
             k = result.chosen
         elif temp <= 0:
             k = int(np.argmax(visits))
