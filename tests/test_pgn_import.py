@@ -29,7 +29,7 @@ from alphazero_hpc.pgn.task import ImportSpec, run_import_task
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.shards import read_shard, read_sidecar
 
-from .conftest import ROOT, TINY, run_cli, slurm_cli
+from .conftest import ROOT, TINY, run_cli, slurm_cli, user_jobs
 from .pgn_games import stockfish_games, write_pgn
 
 HISTORY = 2  # configs/tiny.yaml
@@ -337,8 +337,12 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     deadline = time.time() + 400
     while time.time() < deadline and not (run / "models" / "gen-0001.pt").exists():
         time.sleep(3)
-    st = json.loads(run_cli("status", str(run), "--json").stdout)
     assert (run / "models" / "gen-0001.pt").exists(), run_cli("status", str(run)).stdout
+    deadline = time.time() + 90
+    while time.time() < deadline and user_jobs():  # the training job ends a little after its network is written
+        time.sleep(1)
+    assert not user_jobs(), user_jobs()
+    st = json.loads(run_cli("status", str(run), "--json").stdout)
     import torch
 
     assert torch.load(run / "models" / "gen-0000.pt", weights_only=False)["trained_from"] == -1
