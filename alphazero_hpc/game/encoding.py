@@ -270,13 +270,13 @@ def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: b
     pieces = np.empty((n, h, 12), dtype=np.uint64)
     pieces[:, :, :6] = bb[:, :, :6] & us_occ[:, :, None]
     pieces[:, :, 6:] = bb[:, :, :6] & them_occ[:, :, None]
+    maps = attack_maps(bb[:, 0], white) if attacks else None
     black = ~white
     if black.any():
         pieces[black] = pieces[black].byteswap()  # mirror ranks: black's view becomes "from the bottom"
-    if attacks:
-        maps = attack_maps(bb[:, 0], white)
-        if black.any():
+        if maps is not None:
             maps[black] = maps[black].byteswap()
+    if maps is not None:
         out[:, c - ATTACK_PLANES:] = np.unpackbits(maps.view(np.uint8), bitorder="little").reshape(n, ATTACK_PLANES, 8, 8)
     bits = np.unpackbits(pieces.view(np.uint8), bitorder="little").reshape(n, h, 12, 8, 8)
     steps = out[:, : PLANES_PER_STEP * h].reshape(n, h, PLANES_PER_STEP, 8, 8)
