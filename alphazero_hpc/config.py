@@ -67,6 +67,7 @@ class ModelConfig:
     history: int = 2  # positions of history in the input (AlphaZero: 8)
     value_hidden: int = 64  # width of the value head's hidden layer
     attack_planes: bool = False  # 4 more input planes from the rules: squares each side attacks, pieces en prise
+    tactic_planes: bool = False  # 4 more after those (needs attack_planes): pinned pieces, squares attacked twice
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -75,6 +76,13 @@ class ModelConfig:
         _check(self.se_ratio == 0 or self.filters % self.se_ratio == 0, "model.se_ratio", "must divide filters (or be 0)")
         _check(1 <= self.history <= 8, "model.history", "must be in 1..8")
         _check(8 <= self.value_hidden <= 65536, "model.value_hidden", "must be in 8..65536")
+        _check(self.attack_planes or not self.tactic_planes, "model.tactic_planes",
+               "needs model.attack_planes: true (its planes follow the attack maps)")
+
+    @property
+    def attack_sets(self) -> int:
+        """Sets of 4 attack maps at the end of the input planes (``game.attacks``): 0, 1 or 2."""
+        return int(self.attack_planes) + int(self.tactic_planes)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,55 @@ def test_attack_maps_match_python_chess_on_every_square():
         assert [int(x) for x in got] == _expected(b), b.fen()
 
 
+def _expected_tactics(board: chess.Board) -> list[int]:
+    """The second set of maps by definition: pinned pieces and squares attacked twice, with python-chess."""
+    def pinned(side: chess.Color) -> int:
+        return sum(1 << s for s in chess.SquareSet(board.occupied_co[side]) if board.is_pinned(side, s))
+
+    def twice(side: chess.Color) -> int:
+        return sum(1 << s for s in chess.SQUARES if len(board.attackers(side, s)) >= 2)
+
+    us, them = board.turn, not board.turn
+    return [pinned(us), pinned(them), twice(us), twice(them)]
+
+
+PIN_FENS = [
+    "4k3/8/8/8/8/8/8/4K3 w - - 0 1",  # bare kings: nothing pinned, nothing attacked twice
+    "q3k3/1n6/8/3b4/8/1P3N2/2B5/r1R1K2r w - - 0 1",  # the c1 rook pinned on the rank; the f3 knight is not
+    "4r1k1/8/8/8/8/8/4N3/4K3 b - - 0 1",  # a knight pinned on the file
+    "7k/6p1/8/8/3B4/8/8/K7 w - - 0 1",  # a pawn pinned on the diagonal
+    "k7/8/8/8/8/8/8/KN1q4 w - - 0 1",  # a knight pinned on the rank
+    "k7/8/8/8/8/8/8/KNBq4 w - - 0 1",  # two pieces between king and queen: no pin
+    "3k4/3r4/8/3Q4/8/8/8/3K4 w - - 0 1",  # queen and rook pin each other on the file
+    "8/8/8/2k5/3Q4/8/8/6BK b - - 0 1",  # the enemy queen between king and bishop: check, no pin
+    "3rk3/8/8/8/3N4/8/8/3Q2K1 w - - 0 1",  # queen, knight and king attack squares twice; no x-ray through d4
+]
+
+
+def test_tactic_maps_match_python_chess_on_every_square():
+    boards = [chess.Board(f) for f in PERFT_FENS + PIN_FENS] + random_game_boards(60, seed=11, max_plies=160)
+    maps = attack_maps(_bitboards(boards), np.array([b.turn for b in boards]), sets=2)
+    assert maps.shape == (len(boards), 2 * ATTACK_PLANES)
+    pins = 0
+    for b, got in zip(boards, maps):
+        assert [int(x) for x in got[:4]] == _expected(b), b.fen()  # the first set does not change
+        assert [int(x) for x in got[4:]] == _expected_tactics(b), b.fen()
+        pins += bool(got[4] | got[5])
+    assert pins >= 5  # the positions do hold pins for the check to mean something
+
+
+def test_tactic_planes_need_the_attack_planes():
+    import pytest
+
+    from alphazero_hpc.config import ModelConfig
+    from alphazero_hpc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.tactic_planes"):
+        ModelConfig(tactic_planes=True)
+    assert ModelConfig(attack_planes=True, tactic_planes=True).attack_sets == 2
+    assert ModelConfig(attack_planes=True).attack_sets == 1 and ModelConfig().attack_sets == 0
+
+
 def test_a_piece_attacked_by_a_pawn_is_en_prise_even_when_defended():
     # White to move. The d4 knight is defended by the e3 pawn but attacked by the c5 pawn: en prise. The g4
     # pawn is attacked by the h5 bishop and undefended: en prise. The e3 pawn and a4 rook are attacked by nothing.
@@ -59,15 +108,17 @@ def test_a_piece_attacked_by_a_pawn_is_en_prise_even_when_defended():
 
 
 def test_attack_planes_are_the_last_planes_and_mirror_for_black():
-    for b in random_game_boards(6, seed=7, max_plies=60)[::5]:
+    boards = random_game_boards(6, seed=7, max_plies=60)[::5] + [chess.Board(f) for f in PIN_FENS[1:3]]
+    for b in boards:
         bare = chess.Board(b.fen())
         mirrored = chess.Board(b.mirror().fen())
-        p1, p2 = encode_boards([bare], 2, attacks=True)[0], encode_boards([mirrored], 2, attacks=True)[0]
-        assert p1.shape == (num_planes(2, True), 8, 8) == (num_planes(2) + ATTACK_PLANES, 8, 8)
+        p1, p2 = encode_boards([bare], 2, attacks=2)[0], encode_boards([mirrored], 2, attacks=2)[0]
+        assert p1.shape == (num_planes(2, 2), 8, 8) == (num_planes(2) + 2 * ATTACK_PLANES, 8, 8)
         assert np.array_equal(p1[: num_planes(2)], encode_boards([bare], 2)[0])  # the plain planes do not move
-        assert np.array_equal(p1[-ATTACK_PLANES:], p2[-ATTACK_PLANES:])  # seen from the side to move
-        expected = _expected(bare)
-        for plane, bits in zip(p1[-ATTACK_PLANES:], expected):
+        assert np.array_equal(p1[: num_planes(2, True)], encode_boards([bare], 2, attacks=True)[0])
+        assert np.array_equal(p1[-2 * ATTACK_PLANES:], p2[-2 * ATTACK_PLANES:])  # seen from the side to move
+        expected = _expected(bare) + _expected_tactics(bare)
+        for plane, bits in zip(p1[-2 * ATTACK_PLANES:], expected):
             flip = 0 if bare.turn else 56
             want = np.zeros(64, np.float32)
             for s in chess.SquareSet(bits):
@@ -77,7 +128,7 @@ def test_attack_planes_are_the_last_planes_and_mirror_for_black():
 
 def test_a_run_with_attack_planes_plays_with_the_real_network_trains_and_checkpoints_them(tmp_path, tiny_args):
     """Through the pipeline: self-play with the network in search workers (the shared-memory slots carry the wider
-    planes), training on those shards, and a checkpoint whose network reads 14 * H + 11 planes."""
+    planes), training on those shards, and a checkpoint whose network reads 14 * H + 15 planes (both sets of maps)."""
     import subprocess
     import sys
 
@@ -86,7 +137,7 @@ def test_a_run_with_attack_planes_plays_with_the_real_network_trains_and_checkpo
 
     from .conftest import run_cli
 
-    on = ["--set", "model.attack_planes=true"]
+    on = ["--set", "model.attack_planes=true", "--set", "model.tactic_planes=true"]
     res = run_cli("selfplay", "--run-dir", str(tmp_path), "--num-tasks", "1", "--task", "0", *tiny_args, *on,
                   "--set", "selfplay.search_workers=1")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -95,4 +146,4 @@ def test_a_run_with_attack_planes_plays_with_the_real_network_trains_and_checkpo
     assert train.returncode == 0, train.stderr[-2000:]
     paths = RunPaths(tmp_path)
     model, _ = load_model(paths.model(1))
-    assert model.cfg.attack_planes and model.stem[0].in_channels == num_planes(model.cfg.history, True)
+    assert model.cfg.attack_sets == 2 and model.stem[0].in_channels == num_planes(model.cfg.history, 2)

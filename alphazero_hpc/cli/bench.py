@@ -63,7 +63,7 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
     if evaluator == "uniform":
         from ..search.fakes import UniformEvaluator
 
-        ev = UniformEvaluator(cfgs[0].model.history, cfgs[0].model.attack_planes)
+        ev = UniformEvaluator(cfgs[0].model.history, cfgs[0].model.attack_sets)
     arms = [(f"{k} workers" if not vary else name, k, cfg) for k in ks for (name, _), cfg in zip(variants, cfgs)]
     result = compare_selfplay(arms, str(config_path), device, seconds, repeat, vary.partition("=")[0] if vary else "workers", ev)
     click.echo(json.dumps(result.to_json(), indent=1) if as_json else result.render())

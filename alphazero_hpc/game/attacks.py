@@ -10,13 +10,18 @@ Planes (oriented to the side to move, as every plane): squares we attack, square
 prise, theirs en prise. A piece is en prise when the other side attacks it and it is either undefended or
 attacked by a piece worth less (pawn 1 < knight = bishop 3 < rook 5 < queen 9 < king); a king is en prise when
 it is attacked at all (check).
+
+With ``tactics`` (``model.tactic_planes``) 4 more: our pieces pinned to our king, theirs pinned to theirs (as
+``chess.Board.is_pinned``), squares we attack twice or more, squares they do (as ``len(board.attackers(...)) >= 2``:
+no x-rays, so a queen behind a bishop counts once). Counted per attacker: each pawn capture side, knight jump
+and slider direction reaches a square from at most one piece.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-ATTACK_PLANES = 4
+ATTACK_PLANES = 4  # planes per set of maps: attack_maps returns 4 * sets
 
 _U = np.uint64
 _FILE_A = _U(0x0101010101010101)
@@ -35,17 +40,26 @@ def _shift(b: np.ndarray, s: int) -> np.ndarray:
     return b << _U(s) if s > 0 else b >> _U(-s)
 
 
+_KNIGHT_JUMPS = ((17, _NOT_A), (15, _NOT_H), (10, _NOT_AB), (6, _NOT_GH),
+                 (-6, _NOT_AB), (-10, _NOT_GH), (-15, _NOT_A), (-17, _NOT_H))
+
+
+def _ray(gen: np.ndarray, empty: np.ndarray, s: int, mask: np.uint64) -> np.ndarray:
+    """Squares attacked by the sliders in ``gen`` in one direction, up to and with the first occupied square."""
+    pro = empty & mask
+    g = gen | (pro & _shift(gen, s))
+    pro = pro & _shift(pro, s)
+    g |= pro & _shift(g, 2 * s)
+    pro = pro & _shift(pro, 2 * s)
+    g |= pro & _shift(g, 4 * s)
+    return _shift(g, s) & mask
+
+
 def _slide(gen: np.ndarray, empty: np.ndarray, directions: tuple) -> np.ndarray:
     """Squares attacked by the sliders in ``gen`` along ``directions``, stopped by the first occupied square."""
     out = np.zeros_like(gen)
     for s, mask in directions:
-        pro = empty & mask
-        g = gen | (pro & _shift(gen, s))
-        pro = pro & _shift(pro, s)
-        g |= pro & _shift(g, 2 * s)
-        pro = pro & _shift(pro, 2 * s)
-        g |= pro & _shift(g, 4 * s)
-        out |= _shift(g, s) & mask
+        out |= _ray(gen, empty, s, mask)
     return out
 
 
@@ -60,10 +74,11 @@ def _kings(k: np.ndarray) -> np.ndarray:
     return (row | (row << _U(8)) | (row >> _U(8))) & ~k
 
 
-def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
-    """[N, 4] uint64 of positions given as [N, 8] bitboards (P, N, B, R, Q, K, white, black), absolute
+def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1) -> np.ndarray:
+    """[N, 4 * sets] uint64 of positions given as [N, 8] bitboards (P, N, B, R, Q, K, white, black), absolute
     orientation: squares attacked by the side to move, by the other side, the side to move's pieces en prise,
-    the other side's. Still absolute: the caller mirrors them with the pieces."""
+    the other side's; with ``sets`` 2 then its pinned pieces, the other side's, the squares it attacks twice or
+    more, the other side's. Still absolute: the caller mirrors them with the pieces."""
     bb = np.asarray(bitboards, dtype=np.uint64)
     pawns, knights, bishops, rooks, queens, kings = (bb[:, i] for i in range(6))
     colour = np.stack([bb[:, 6], bb[:, 7]])  # [2, N]: white, black
@@ -92,4 +107,37 @@ def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
         )
     us = np.where(white_to_move, 0, 1)
     idx = np.arange(bb.shape[0])
-    return np.stack([attacked[us, idx], attacked[1 - us, idx], hanging[us, idx], hanging[1 - us, idx]], axis=1)
+    maps = [attacked[us, idx], attacked[1 - us, idx], hanging[us, idx], hanging[1 - us, idx]]
+    if sets >= 2:
+        pinned, twice = _pins(colour, empty, k, b | q, r | q), _attacked_twice(p, n, b | q, r | q, k, empty)
+        maps += [pinned[us, idx], pinned[1 - us, idx], twice[us, idx], twice[1 - us, idx]]
+    return np.stack(maps, axis=1)
+
+
+def _attacked_twice(p: np.ndarray, n: np.ndarray, diagonal: np.ndarray, orthogonal: np.ndarray, k: np.ndarray,
+                    empty: np.ndarray) -> np.ndarray:
+    """[2, N] squares each side attacks with two pieces or more. Every set below holds at most one attacker of
+    a square: a pawn's left or right capture, one knight jump, the king, the nearest slider in one direction."""
+    steps = [np.stack([(p[0] << _U(9)) & _NOT_A, (p[1] >> _U(7)) & _NOT_A]),
+             np.stack([(p[0] << _U(7)) & _NOT_H, (p[1] >> _U(9)) & _NOT_H])]
+    steps += [_shift(n, s) & mask for s, mask in _KNIGHT_JUMPS] + [_kings(k)]
+    steps += [_ray(diagonal, empty, s, mask) for s, mask in _DIAGONAL]
+    steps += [_ray(orthogonal, empty, s, mask) for s, mask in _ORTHOGONAL]
+    once, twice = np.zeros_like(k), np.zeros_like(k)
+    for a in steps:
+        twice |= once & a
+        once |= a
+    return twice
+
+
+def _pins(colour: np.ndarray, empty: np.ndarray, k: np.ndarray, diagonal: np.ndarray,
+          orthogonal: np.ndarray) -> np.ndarray:
+    """[2, N] each side's pieces pinned to its own king by the other side's sliders: looking out from the king in
+    each direction, the first piece met is its own and the next one an enemy slider that moves that way."""
+    pinned = np.zeros_like(k)
+    for sliders, directions in ((diagonal, _DIAGONAL), (orthogonal, _ORTHOGONAL)):
+        enemy = sliders[::-1]  # [2, N]: the sliders that pin white's pieces are black's, and the other way round
+        for s, mask in directions:
+            blocker = _ray(k, empty, s, mask) & colour
+            pinned |= np.where((_ray(blocker, empty, s, mask) & enemy) != 0, blocker, _U(0))
+    return pinned

@@ -16,7 +16,8 @@ Planes
     castling rights (ours king side, ours queen side, theirs king side, theirs queen side), the
     no-progress counter / 100, and a plane of ones. ``num_planes(H) = 14 * H + 7``. With ``attacks``
     (``model.attack_planes``) 4 more at the end, from the position now: squares we attack, squares they
-    attack, our pieces en prise, theirs (``game.attacks``).
+    attack, our pieces en prise, theirs (``game.attacks``). ``attacks`` counts sets of 4 maps: 2
+    (``model.tactic_planes`` too) adds our pinned pieces, theirs, the squares we attack twice or more, theirs.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ _KNIGHT_DELTAS = [(1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1),
 _UNDER_PIECES = {chess.KNIGHT: 0, chess.BISHOP: 1, chess.ROOK: 2}
 
 
-def num_planes(history: int, attacks: bool = False) -> int:
-    return PLANES_PER_STEP * history + CONSTANT_PLANES + (ATTACK_PLANES if attacks else 0)
+def num_planes(history: int, attacks: int = 0) -> int:
+    """Input planes of a network with ``history`` steps and ``attacks`` sets of attack maps (0, 1 or 2; a bool
+    reads as 0 or 1: ``ModelConfig.attack_sets``)."""
+    return PLANES_PER_STEP * history + CONSTANT_PLANES + ATTACK_PLANES * int(attacks)
 
 
 def _build_tables() -> tuple[list[int], list[int], np.ndarray]:
@@ -256,9 +259,9 @@ def chain_for_board(board: chess.Board, history: int) -> tuple:
     return link  # type: ignore[return-value]
 
 
-def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: bool = False) -> np.ndarray:
+def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: int = 0) -> np.ndarray:
     """Input planes float32 [N, num_planes(H, attacks), 8, 8] of a PositionBatch. About 2 us per position at
-    H=8; the attack planes add about 3.5 us at a batch of 64."""
+    H=8; the first set of attack maps adds about 3.5 us at a batch of 64."""
     n, h, _ = batch.bitboards.shape
     c = num_planes(h, attacks)
     if out is None:
@@ -270,14 +273,15 @@ def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: b
     pieces = np.empty((n, h, 12), dtype=np.uint64)
     pieces[:, :, :6] = bb[:, :, :6] & us_occ[:, :, None]
     pieces[:, :, 6:] = bb[:, :, :6] & them_occ[:, :, None]
-    maps = attack_maps(bb[:, 0], white) if attacks else None
+    extra = ATTACK_PLANES * int(attacks)
+    maps = attack_maps(bb[:, 0], white, int(attacks)) if attacks else None
     black = ~white
     if black.any():
         pieces[black] = pieces[black].byteswap()  # mirror ranks: black's view becomes "from the bottom"
         if maps is not None:
             maps[black] = maps[black].byteswap()
     if maps is not None:
-        out[:, c - ATTACK_PLANES:] = np.unpackbits(maps.view(np.uint8), bitorder="little").reshape(n, ATTACK_PLANES, 8, 8)
+        out[:, c - extra:] = np.unpackbits(maps.view(np.uint8), bitorder="little").reshape(n, extra, 8, 8)
     bits = np.unpackbits(pieces.view(np.uint8), bitorder="little").reshape(n, h, 12, 8, 8)
     steps = out[:, : PLANES_PER_STEP * h].reshape(n, h, PLANES_PER_STEP, 8, 8)
     steps[:, :, :12] = bits
@@ -298,6 +302,6 @@ def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: b
     return out
 
 
-def encode_boards(boards: Iterable[chess.Board], history: int, attacks: bool = False) -> np.ndarray:
+def encode_boards(boards: Iterable[chess.Board], history: int, attacks: int = 0) -> np.ndarray:
     """Planes of whole boards with their move stacks (convenient, slow: for tests, UCI and evaluation)."""
     return encode_batch(batch_from_chains([chain_for_board(b, history) for b in boards], history), attacks=attacks)

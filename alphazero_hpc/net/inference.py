@@ -48,7 +48,7 @@ class TorchEvaluator:
         self.device = torch.device(device)
         self.model = _fold_batch_norms(model.eval()).to(self.device)
         self.history = model.cfg.history
-        self.attack_planes = model.cfg.attack_planes
+        self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
         self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
         if self.device.type == "cpu" and fixed_threads() is not None:
             torch.set_num_threads(fixed_threads())

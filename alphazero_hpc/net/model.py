@@ -49,7 +49,7 @@ class AlphaZeroNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         c = cfg.filters
-        self.stem = nn.Sequential(nn.Conv2d(num_planes(cfg.history, cfg.attack_planes), c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(num_planes(cfg.history, cfg.attack_sets), c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
         self.tower = nn.Sequential(*[ResidualBlock(c, cfg.se_ratio) for _ in range(cfg.blocks)])
         self.policy = nn.Sequential(
             nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, MOVE_PLANES, 1)

@@ -12,6 +12,6 @@ class Evaluator(Protocol):
     float32 [B, 4672] and values float32 [B] in [-1, 1] for the side to move."""
 
     history: int
-    attack_planes: bool  # the planes end with game.attacks' maps (model.attack_planes)
+    attack_planes: int  # sets of game.attacks' maps the planes end with (ModelConfig.attack_sets: 0, 1, 2)
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...

@@ -14,7 +14,7 @@ from ..game.rules import PIECE_VALUES
 class UniformEvaluator:
     """Every legal move equally likely, every position even: search alone must find what it finds."""
 
-    def __init__(self, history: int, attack_planes: bool = False) -> None:
+    def __init__(self, history: int, attack_planes: int = 0) -> None:
         self.history = history
         self.attack_planes = attack_planes  # ignored, but the search encodes what a network of the config would read
 

@@ -63,7 +63,7 @@ class BatchedSearch:
         self.evaluator = evaluator
         self.cfg = cfg
         self.history = history
-        self.attacks = bool(getattr(evaluator, "attack_planes", False))  # an evaluator that does not say reads plain planes
+        self.attacks = int(getattr(evaluator, "attack_planes", 0))  # an evaluator that does not say reads plain planes
         self.stats = SearchStats()
         self.deterministic = cfg.algorithm == "gumbel" and cfg.gumbel_interior == "deterministic"
 

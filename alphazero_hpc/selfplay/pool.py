@@ -153,8 +153,8 @@ class SearchPool:
         self.ctx = mp.get_context("spawn")
         self.stop = self.ctx.Event()
         model = cfg.model
-        self.slots = [Slot(sp.games_in_flight, model.history, self.ctx, model.attack_planes) for _ in range(workers)]
-        self.staging = np.empty((self.max_batch, num_planes(model.history, model.attack_planes), 8, 8), np.float32)
+        self.slots = [Slot(sp.games_in_flight, model.history, self.ctx, model.attack_sets) for _ in range(workers)]
+        self.staging = np.empty((self.max_batch, num_planes(model.history, model.attack_sets), 8, 8), np.float32)
         self.args = [WorkerArgs(i, cfg, str(paths.root), generation, task, num_tasks, attrs, bench) for i in range(workers)]
         self.workers: list[_Worker] = []
         self.stats = ServerStats()

@@ -82,7 +82,7 @@ Message = Hello | NextShard | GameDone | ShardDone | WorkerFailed | WorkerExit |
 class Slot:
     """A worker's shared memory: ``rows`` leaves of input planes, their logits and values, and counters."""
 
-    def __init__(self, rows: int, history: int, ctx: Any = None, attack_planes: bool = False) -> None:
+    def __init__(self, rows: int, history: int, ctx: Any = None, attack_planes: int = 0) -> None:
         self.rows, self.history, self.attack_planes = rows, history, attack_planes
         ctx = ctx or mp.get_context("spawn")
         c = num_planes(history, attack_planes)

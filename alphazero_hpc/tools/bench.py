@@ -374,7 +374,7 @@ def bench_shards(cfg: Config, games: int = 64) -> list[dict]:
     from ..selfplay.output import records_to_arrays
     from ..store.shards import read_shard, write_shard
 
-    engine = SelfPlayEngine(UniformEvaluator(cfg.model.history, cfg.model.attack_planes), cfg)
+    engine = SelfPlayEngine(UniformEvaluator(cfg.model.history, cfg.model.attack_sets), cfg)
     records = list(engine.play(GameSpec(shard=0, index=i, seed=i) for i in range(games)))
     arrays = records_to_arrays(records, games_per_shard=games)
     rows = len(arrays["value_target"])
@@ -413,13 +413,13 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         quick = dataclasses.replace(cfg, selfplay=sp, mcts=dataclasses.replace(cfg.mcts, simulations=8, fast_simulations=2))
         paths.config.parent.mkdir(parents=True, exist_ok=True)
         paths.config.write_text(quick.to_yaml())
-        run_selfplay_task(paths.root, 0, 0, 1, evaluator=UniformEvaluator(cfg.model.history, cfg.model.attack_planes))
+        run_selfplay_task(paths.root, 0, 0, 1, evaluator=UniformEvaluator(cfg.model.history, cfg.model.attack_sets))
         window = replay_window(paths, 0, 1)
         rows = sum(r.rows for r in window)
         b = cfg.train.batch_size
         plan = BatchPlan(window, b, seed=(0,))
         # Loader alone.
-        loader = iter(make_loader(plan, 0, workers, attacks=cfg.model.attack_planes))
+        loader = iter(make_loader(plan, 0, workers, attacks=cfg.model.attack_sets))
         next(loader)  # worker start-up is not throughput
         t0 = time.perf_counter()
         n = 0
@@ -429,7 +429,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         loader_rate = n * b / (time.perf_counter() - t0)
         del loader
         # Trainer compute alone, on one in-memory batch.
-        batch = next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_planes)))
+        batch = next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_sets)))
         model = build_model(cfg.model, seed=0).train()
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 

@@ -51,10 +51,11 @@ def _big(blocks: int) -> tuple[str, ...]:
 def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
     """Gumbel search at ``simulations`` (a quarter of them on fast moves), value targets mixed with q at ``q_ratio``,
     mates in one left to the network (arm 4x64-mate turns the proof on), plain input planes (4x64-attacks adds the
-    attack maps), residual blocks without squeeze-excitation (4x64-se adds it)."""
+    attack maps, 4x64-tactics the pins and double attacks too), residual blocks without squeeze-excitation
+    (4x64-se adds it)."""
     return ("mcts.algorithm=gumbel", f"mcts.simulations={simulations}", f"mcts.fast_simulations={simulations // 4}",
             f"train.value_target_q_ratio={q_ratio}", "mcts.mate_in_one=false", "model.attack_planes=false",
-            "model.se_ratio=0")
+            "model.tactic_planes=false", "model.se_ratio=0")
 
 
 def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: float = 1) -> tuple[str, ...]:
@@ -64,7 +65,7 @@ def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: fl
 
 
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0",
-         "mcts.mate_in_one=false", "model.attack_planes=false", "model.se_ratio=0")
+         "mcts.mate_in_one=false", "model.attack_planes=false", "model.tactic_planes=false", "model.se_ratio=0")
 ARMS: dict[str, tuple[str, ...]] = {
     "puct": (*_PUCT, *_SMALL, *_training()),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
     "gumbel8": (*_gumbel(8, 0), *_SMALL, *_training()),
@@ -110,6 +111,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # the rungs: what it misses is in the net's judgement, not in the search's depth
     "4x64-se": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                 "model.attack_planes=true", "model.se_ratio=4"),
+    # 4x64-attacks with 4 more planes from the rules (model.tactic_planes): each side's pieces pinned to its king and
+    # the squares each side attacks twice or more. The attack maps were the one lever that lifted the self-play nets
+    # above 600 (+105 at 2 CPU-hours); what the first set cannot show is a pin and the count of an exchange
+    "4x64-tactics": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
+                     "model.attack_planes=true", "model.tactic_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping

@@ -141,7 +141,7 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: bool = False) -> dict[str, np.ndarray]:
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
     (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
     value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
@@ -173,7 +173,7 @@ def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float)
 class WindowDataset(IterableDataset):
     """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
 
-    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: bool = False) -> None:
+    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: int = 0) -> None:
         self.plan = plan
         self.start = start
         self.cache = cache
@@ -213,7 +213,7 @@ class WindowDataset(IterableDataset):
             yield out
 
 
-def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: bool = False) -> DataLoader:
+def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: int = 0) -> DataLoader:
     return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
