@@ -109,11 +109,13 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 3x3 convolutions reach only through depth). Its 717 network's value head knows material on its own positions
     # (correlation 0.88) and four times its search beat its 96-simulation self +19 =2 -3, yet gained little against
     # the rungs: what it misses is in the net's judgement, not in the search's depth
+    # Measured at 1 CPU-hour: 654 [564, 743] (25 generations) against 4x64-attacks' 685 [594, 775]: no gain
     "4x64-se": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                 "model.attack_planes=true", "model.se_ratio=4"),
     # 4x64-attacks with 4 more planes from the rules (model.tactic_planes): each side's pieces pinned to its king and
     # the squares each side attacks twice or more. The attack maps were the one lever that lifted the self-play nets
     # above 600 (+105 at 2 CPU-hours); what the first set cannot show is a pin and the count of an exchange
+    # Measured at 1 CPU-hour: 674 [584, 764] (26 generations) against 4x64-attacks' 685 [594, 775]: no gain
     "4x64-tactics": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                      "model.attack_planes=true", "model.tactic_planes=true"),
 }
