@@ -55,11 +55,10 @@ def _ray(gen: np.ndarray, empty: np.ndarray, s: int, mask: np.uint64) -> np.ndar
     return _shift(g, s) & mask
 
 
-def _slide(gen: np.ndarray, empty: np.ndarray, directions: tuple) -> np.ndarray:
-    """Squares attacked by the sliders in ``gen`` along ``directions``, stopped by the first occupied square."""
-    out = np.zeros_like(gen)
-    for s, mask in directions:
-        out |= _ray(gen, empty, s, mask)
+def _union(sets: list[np.ndarray]) -> np.ndarray:
+    out = sets[0].copy()
+    for a in sets[1:]:
+        out |= a
     return out
 
 
@@ -84,16 +83,21 @@ def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1)
     colour = np.stack([bb[:, 6], bb[:, 7]])  # [2, N]: white, black
     empty = ~(bb[:, 6] | bb[:, 7])
     p, n, b, r, q, k = (colour & x for x in (pawns, knights, bishops, rooks, queens, kings))
-    pawn = np.stack([((p[0] << _U(9)) & _NOT_A) | ((p[0] << _U(7)) & _NOT_H),
-                     ((p[1] >> _U(7)) & _NOT_A) | ((p[1] >> _U(9)) & _NOT_H)])
-    diagonal = _slide(np.concatenate([b, q]), empty, _DIAGONAL)  # [4, N]: bishops w/b, queens w/b
-    orthogonal = _slide(np.concatenate([r, q]), empty, _ORTHOGONAL)
+    captures = [np.stack([(p[0] << _U(9)) & _NOT_A, (p[1] >> _U(7)) & _NOT_A]),  # [2, N] each: one capture side
+                np.stack([(p[0] << _U(7)) & _NOT_H, (p[1] >> _U(9)) & _NOT_H])]
+    pawn = captures[0] | captures[1]
+    # [4, N] each (bishops or rooks w/b, queens w/b): one direction's ray, sliders stopped by the first piece met
+    bishops_queens, rooks_queens = np.concatenate([b, q]), np.concatenate([r, q])
+    diagonal_rays = [_ray(bishops_queens, empty, s, mask) for s, mask in _DIAGONAL]
+    orthogonal_rays = [_ray(rooks_queens, empty, s, mask) for s, mask in _ORTHOGONAL]
+    diagonal, orthogonal = _union(diagonal_rays), _union(orthogonal_rays)
+    king = _kings(k)
     minor = _knights(n) | diagonal[:2]
     rook = orthogonal[:2]
     queen = diagonal[2:] | orthogonal[2:]
     lesser_than_rook = pawn | minor
     lesser_than_queen = lesser_than_rook | rook
-    attacked = lesser_than_queen | queen | _kings(k)  # [2, N]
+    attacked = lesser_than_queen | queen | king  # [2, N]
     hanging = np.empty_like(attacked)
     for side in (0, 1):
         other = 1 - side
@@ -109,22 +113,20 @@ def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1)
     idx = np.arange(bb.shape[0])
     maps = [attacked[us, idx], attacked[1 - us, idx], hanging[us, idx], hanging[1 - us, idx]]
     if sets >= 2:
-        pinned, twice = _pins(colour, empty, k, b | q, r | q), _attacked_twice(p, n, b | q, r | q, k, empty)
+        # every set holds at most one attacker of a square: one pawn capture side, one knight jump, the king, the
+        # nearest slider in one direction (of a bishop and a queen on one line, only the nearer reaches past the other)
+        one_each = captures + [_shift(n, s) & mask for s, mask in _KNIGHT_JUMPS] + [king]
+        one_each += [ray[:2] | ray[2:] for ray in diagonal_rays + orthogonal_rays]
+        pinned, twice = _pins(colour, empty, k, b | q, r | q), _twice(one_each)
         maps += [pinned[us, idx], pinned[1 - us, idx], twice[us, idx], twice[1 - us, idx]]
     return np.stack(maps, axis=1)
 
 
-def _attacked_twice(p: np.ndarray, n: np.ndarray, diagonal: np.ndarray, orthogonal: np.ndarray, k: np.ndarray,
-                    empty: np.ndarray) -> np.ndarray:
-    """[2, N] squares each side attacks with two pieces or more. Every set below holds at most one attacker of
-    a square: a pawn's left or right capture, one knight jump, the king, the nearest slider in one direction."""
-    steps = [np.stack([(p[0] << _U(9)) & _NOT_A, (p[1] >> _U(7)) & _NOT_A]),
-             np.stack([(p[0] << _U(7)) & _NOT_H, (p[1] >> _U(9)) & _NOT_H])]
-    steps += [_shift(n, s) & mask for s, mask in _KNIGHT_JUMPS] + [_kings(k)]
-    steps += [_ray(diagonal, empty, s, mask) for s, mask in _DIAGONAL]
-    steps += [_ray(orthogonal, empty, s, mask) for s, mask in _ORTHOGONAL]
-    once, twice = np.zeros_like(k), np.zeros_like(k)
-    for a in steps:
+def _twice(attacker_sets: list[np.ndarray]) -> np.ndarray:
+    """[2, N] squares each side attacks with two pieces or more, from sets that each hold at most one attacker of a
+    square: a square in two of them is attacked twice."""
+    once, twice = np.zeros_like(attacker_sets[0]), np.zeros_like(attacker_sets[0])
+    for a in attacker_sets:
         twice |= once & a
         once |= a
     return twice
