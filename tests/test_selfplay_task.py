@@ -136,3 +136,22 @@ def test_pipeline_with_the_network_on_the_cpu_in_one_process_is_called_out(tmp_p
     assert p.status == "done" and err.count("selfplay.pipeline is on but the network runs on the CPU") == 1
     run_selfplay_task(tmp_path / "fake", 0, 0, 1, None, over, evaluator=UniformEvaluator(2))
     assert "selfplay.pipeline" not in capfd.readouterr().err
+
+
+def test_games_with_no_recorded_position_are_counted_and_the_shards_stay_valid(tmp_path):
+    """Playout caps record only fully searched moves: a short game can end before any of its moves was searched
+    fully (the cluster preset searches a quarter of them fully, so some of 1,000 games in flight always do). Such a
+    game has no rows but still counts: it once stopped the search worker that finished it."""
+    run = tmp_path / "run"
+    progress = run_selfplay_task(run, 0, 0, 1, None, [*FAST, "mcts.full_search_prob=0.05", "selfplay.max_plies=6",
+                                                      "selfplay.games_per_generation=8"], evaluator=UniformEvaluator(2))
+    assert progress.status == "done" and progress.games_in_shards == 8
+    paths = RunPaths(run)
+    rows = [read_shard(paths.shard(0, 0, k))[0] for k in paths.complete_shards(0, 0)]
+    assert len(rows) == 4
+    games = set()
+    for data in rows:
+        games.update(data.game_id.tolist())
+        assert data.positions.bitboards.shape[1:] == (2, 8)
+    assert len(games) < 8  # some games left no row (0.95 ** 6 of them, on average)
+    assert progress.positions == sum(len(d.value_target) for d in rows)

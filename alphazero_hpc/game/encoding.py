@@ -231,7 +231,8 @@ def count_repetitions(key: Key, halfmove: int, parent: tuple | None) -> int:
 def batch_from_chains(chains: Sequence[tuple], history: int) -> PositionBatch:
     """Gather a PositionBatch from chain links built with the same ``history``."""
     n = len(chains)
-    bb = np.frombuffer(b"".join([c[CHAIN_HISTORY] for c in chains]), dtype="<u8").reshape(n, -1, 8)
+    # an empty batch (a game none of whose moves was searched fully) has no length to infer -1 from
+    bb = np.frombuffer(b"".join([c[CHAIN_HISTORY] for c in chains]), dtype="<u8").reshape(n, -1 if n else history, 8)
     if bb.shape[1] != history:
         raise ValueError(f"chains carry {bb.shape[1]} history steps, {history} asked")
     reps = np.frombuffer(b"".join([c[CHAIN_REPHIST] for c in chains]), dtype=np.uint8).reshape(n, history)

@@ -84,7 +84,9 @@ def write_shard(path: Path, arrays: dict[str, np.ndarray], attrs: dict[str, Any]
     buffer = io.BytesIO()
     with h5py.File(buffer, "w", libver="latest") as h5:
         for name, data in arrays.items():
-            chunk = (min(max(len(data), 1), 4096),) + data.shape[1:] if filters else None
+            # an empty dataset (a shard whose games had no fully searched move) is stored plainly: HDF5 refuses
+            # chunks larger than the data
+            chunk = (min(len(data), 4096),) + data.shape[1:] if filters and len(data) else None
             h5.create_dataset(name, data=data, chunks=chunk, **(filters if len(data) else {}))
         h5.attrs["format"] = SHARD_FORMAT
         h5.attrs["schema_version"] = SHARD_SCHEMA
