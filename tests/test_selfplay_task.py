@@ -144,8 +144,9 @@ def test_games_with_no_recorded_position_are_counted_and_the_shards_stay_valid(t
     game has no rows but still counts: it once stopped the search worker that finished it."""
     run = tmp_path / "run"
     progress = run_selfplay_task(run, 0, 0, 1, None, [*FAST, "mcts.full_search_prob=0.05", "selfplay.max_plies=6",
-                                                      "selfplay.games_per_generation=8"], evaluator=UniformEvaluator(2))
+                                                      "selfplay.games_per_generation=8"], device="cpu")
     assert progress.status == "done" and progress.games_in_shards == 8
+    assert progress.device == "cpu"  # the network's device, in the record that azhpc status shows
     paths = RunPaths(run)
     rows = [read_shard(paths.shard(0, 0, k))[0] for k in paths.complete_shards(0, 0)]
     assert len(rows) == 4

@@ -41,7 +41,7 @@ class TorchEvaluator:
     network runs under bf16 autocast: ``auto`` on CUDA only, ``bf16`` everywhere (on a CPU with native bf16,
     avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``float32`` nowhere. On CPU,
     ``AZHPC_TORCH_THREADS`` sets torch's thread count; otherwise a search pool measures which count is best
-    (``cputhreads``).
+    (``cputhreads``). On a GPU torch gets one CPU thread unless ``AZHPC_TORCH_THREADS`` says otherwise.
     """
 
     def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto") -> None:
@@ -50,8 +50,32 @@ class TorchEvaluator:
         self.history = model.cfg.history
         self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
         self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
-        if self.device.type == "cpu" and fixed_threads() is not None:
-            torch.set_num_threads(fixed_threads())
+        self._pinned: torch.Tensor | None = None  # CUDA: the page-locked staging buffer of the planes, reused
+        if self.device.type == "cpu":
+            if fixed_threads() is not None:
+                torch.set_num_threads(fixed_threads())
+        else:
+            # On a GPU this process's CPU work is copying planes in and results out: torch's default of a thread per
+            # core only spins between batches on the cores the search workers need (AZHPC_TORCH_THREADS still rules)
+            torch.set_num_threads(fixed_threads() or 1)
+
+    def _staged(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` copied into the pinned buffer, grown as batches grow (allocating page-locked memory costs far more
+        than the copy). Reusing it is safe: the previous batch's copy to the GPU finished before its results came
+        back."""
+        n = x.shape[0]
+        if self._pinned is None or self._pinned.shape[0] < n or self._pinned.shape[1:] != x.shape[1:]:
+            self._pinned = torch.empty((max(n, 64),) + tuple(x.shape[1:]), dtype=x.dtype, pin_memory=True)
+        buf = self._pinned[:n]
+        buf.copy_(x)
+        return buf
+
+    def describe(self) -> str:
+        """The device in a line for progress records: ``cpu``, or ``cuda:0 (NVIDIA H100 80GB HBM3)``."""
+        if self.device.type != "cuda":
+            return str(self.device)
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
     def cpu_threads(self) -> int | None:
         """Torch's intra-op thread count when the network runs on the CPU (the search pool tunes it), else None."""
@@ -63,8 +87,10 @@ class TorchEvaluator:
     @torch.inference_mode()
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = torch.from_numpy(planes)
-        if self.device.type != "cpu":
-            x = x.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else x.to(self.device)
+        if self.device.type == "cuda":
+            x = self._staged(x).to(self.device, non_blocking=True)
+        elif self.device.type != "cpu":
+            x = x.to(self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             policy, value = self.model(x)
         wdl = torch.softmax(value.float(), dim=1)

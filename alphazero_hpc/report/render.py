@@ -42,7 +42,8 @@ def render(status: RunStatus) -> str:
             if row.state == "running":
                 workers = (f", {row.search_workers} search workers ({row.search_worker_restarts} restarted)"
                            if row.search_workers else "")
-                lines.append(f"           task {row.task:>4}  running on {row.host or '?'}: {row.games}/{row.games_target} games, "
+                on = f"{row.host or '?'}" + (f", {row.device}" if row.device else "")
+                lines.append(f"           task {row.task:>4}  running on {on}: {row.games}/{row.games_target} games, "
                              f"{row.positions} positions, {row.games_per_s:.2f} games/s{workers} (attempt {row.attempt})")
             elif row.state == "failed":
                 lines.append(f"           task {row.task:>4}  FAILED (attempt {row.attempt}): {row.detail}")

@@ -54,6 +54,7 @@ class TaskRow:
     host: str
     search_workers: int
     search_worker_restarts: int
+    device: str = ""  # where the task's network runs (its progress record)
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,7 @@ def _selfplay(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchReco
             rows.append(TaskRow(t, state, detail, 0, 0, 0, 0, 0, 0.0, "", 0, 0))
             continue
         rows.append(TaskRow(t, state, detail, p.attempt, p.games_done, p.games_target, p.positions, p.shards_done,
-                            p.games_per_s, p.host, p.search_workers, p.search_worker_restarts))
+                            p.games_per_s, p.host, p.search_workers, p.search_worker_restarts, p.device))
         games_done += p.games_done
         plies += p.plies
         in_shards += p.games_in_shards

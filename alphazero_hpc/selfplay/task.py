@@ -119,6 +119,8 @@ def run_selfplay_task(
             evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
         else:
             model_digest = "none (injected evaluator)"
+        describe = getattr(evaluator, "describe", None)
+        progress.device = describe() if describe is not None else type(evaluator).__name__
         if deadline is not None and deadline.remaining() < cfg.slurm.stop_margin_s:
             # a slow start (a loaded node, a slow file system): a slice without progress, which the stall rule counts
             progress.status = "stopped"

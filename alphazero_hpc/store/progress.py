@@ -151,6 +151,7 @@ class TaskProgress(_JsonRecord):
     ready_cpu_s: float = 0.0  # ... this process's CPU seconds by then (what start-up costs, whatever the wait for a core)
     first_game_s: float = 0.0  # process start -> this attempt's first finished game
     search_workers: int = 0  # search processes sharing this task's network (0: the task searches itself)
+    device: str = ""  # where this attempt's network runs, e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu"
     search_worker_pids: list[int] = field(default_factory=list)
     search_worker_restarts: int = 0
     error: str = ""

@@ -428,23 +428,34 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
             n += 1
         loader_rate = n * b / (time.perf_counter() - t0)
         del loader
-        # Trainer compute alone, on one in-memory batch.
-        batch = next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_sets)))
-        model = build_model(cfg.model, seed=0).train()
+        # Trainer compute alone, on one in-memory batch, on the device and in the precision the trainer uses.
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
+               "auto": torch.bfloat16 if device.type == "cuda" else None}[cfg.train.amp]
+        batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v
+                 for k, v in next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_sets))).items()}
+        model = build_model(cfg.model, seed=0).train().to(device)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
         def step() -> None:
-            policy_loss, value_loss, _ = alphazero_loss(*model(batch["planes"]), batch["policy"], batch["wdl"])
+            with torch.autocast(device.type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+                policy_loss, value_loss, _ = alphazero_loss(*model(batch["planes"]), batch["policy"], batch["wdl"])
             opt.zero_grad()
             (policy_loss + value_loss).backward()
             opt.step()
 
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+
         step()
+        sync()
         t0 = time.perf_counter()
         k = 0
         while time.perf_counter() - t0 < 10 and k < steps:
             step()
             k += 1
+        sync()
         train_rate = k * b / (time.perf_counter() - t0)
         # A real run: the trainer with its loader; the first steps (worker start-up) are left out.
         tcfg = dataclasses.replace(quick.train, replay_ratio=steps * b / rows, checkpoint_every=10**6, loader_workers=workers)
@@ -453,6 +464,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         metrics = [json.loads(x) for x in (paths.train_metrics(1)).read_text().splitlines()][5:]
         wait = float(np.mean([m["data_wait_share"] for m in metrics]))
         real_rate = float(np.median([m["samples_per_s"] for m in metrics]))
-    return {"batch_size": b, "positions": rows, "loader_workers": workers, "trainer_samples_per_s": train_rate,
+    return {"batch_size": b, "positions": rows, "loader_workers": workers, "device": str(device),
+            "amp": str(amp).replace("torch.", "") if amp else "off", "trainer_samples_per_s": train_rate,
             "loader_samples_per_s": loader_rate, "loader_over_trainer": loader_rate / train_rate,
             "real_run_samples_per_s": real_rate, "real_run_data_wait_share": wait}
