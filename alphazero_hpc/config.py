@@ -34,6 +34,7 @@ def _check(cond: bool, key: str, msg: str) -> None:
 # The choices of the config's enumerated keys: each is checked by ``_check_choices``, and nowhere else.
 Algorithm = Literal["puct", "gumbel"]
 Interior = Literal["puct", "deterministic"]
+RootValue = Literal["visits", "improved"]
 Precision = Literal["auto", "bf16", "float32"]
 MoveGenerator = Literal["compiled", "python-chess"]
 Compression = Literal["gzip", "lzf", "none"]
@@ -108,6 +109,8 @@ class MCTSConfig:
     gumbel_c_scale: float = 1.0
     gumbel_interior: Interior = "puct"  # gumbel: below the root, puct or deterministic (mctx: the move whose visit share
                                    # lags its improved policy most)
+    gumbel_root_value: RootValue = "visits"  # gumbel: the root's value (value targets, resignation): visits, the mean of
+                                             # every visit's value; improved, the improved policy's expected completed q
     lazy_rows: int = 0  # evaluated nodes whose network logits (18.7 KB each) wait for the node's next visit before
                         # they become edges (most leaves are never visited again); 0: at once. Pays off with Gumbel's
                         # root (configs/learn.yaml: 4096), not with PUCT since moves are compiled (docs/performance.md)

@@ -75,6 +75,27 @@ def test_improved_policy_of_a_bandit_is_the_formula(simulations):
     np.testing.assert_allclose(result.policy_target, result.improved)
 
 
+def test_improved_root_value_weighs_moves_as_the_policy_target_does():
+    """mcts.gumbel_root_value: improved reports sum_a improved(a) q(a) (every move visited once here, so no move is
+    completed), near the one good move's value; the default reports the mean over every visit, which one visit
+    each of twenty moves drags towards the bad ones."""
+    root = chess.Board()
+    moves = [m.uci() for m in root.legal_moves]
+    rng = np.random.default_rng(5)
+    logits = dict(zip(moves, rng.normal(size=len(moves)).tolist()))
+    q = {m: -0.5 for m in moves} | {"g1f3": 0.9}
+    cfg = dataclasses.replace(GUMBEL, gumbel_considered=20)
+    (mean,) = TreeSearch(bandit(root, logits, q, 0.1), cfg, Rules(), 1).search([root], 20)
+    improved_cfg = dataclasses.replace(cfg, gumbel_root_value="improved")
+    (result,) = TreeSearch(bandit(root, logits, q, 0.1), improved_cfg, Rules(), 1).search([root], 20)
+    order = [m.uci() for m in result.moves]
+    qs = np.array([q[m] for m in order])
+    want = expected_improved_policy(np.array([logits[m] for m in order]), qs, result.visits.astype(np.float64), 0.1)
+    assert result.value == pytest.approx(float(want @ qs), abs=1e-5)
+    assert result.value > 0.8 and mean.value < -0.3
+    assert result.best_move == mean.best_move and np.allclose(result.improved, mean.improved)  # only the value differs
+
+
 def test_two_simulations_two_moves_play_the_better_one():
     root = chess.Board()
     # e2e4 is the prior's favourite; d2d4 is a little less likely and better. m = 2, n = 2: one visit each.

@@ -32,7 +32,7 @@ from ..config import MCTSConfig
 from ..game.rules import PROVEN_WIN, Rules
 from .evaluator import Evaluator
 from .forest import Forest
-from .gumbel import GumbelRoot, improved_policy, log_priors, sigma
+from .gumbel import GumbelRoot, improved_policy, improved_value, log_priors, sigma
 from .puct import BatchedSearch, PendingStep, SearchStats
 
 MATE_NOISE = 1e6  # the Gumbel noise of a root's mating move (mcts.mate_in_one): above any logit and sigma
@@ -183,8 +183,11 @@ class TreeSearch:
         state = self._gumbel.get(tree)
         if state is not None:
             logits, sig = self._gumbel_terms(root, priors, visits)
-            result = dataclasses.replace(result, improved=improved_policy(logits, sig),
-                                         chosen=state.survivor(logits, sig, visits))
+            improved = improved_policy(logits, sig)
+            result = dataclasses.replace(result, improved=improved, chosen=state.survivor(logits, sig, visits))
+            if self.cfg.gumbel_root_value == "improved" and visits.any():
+                value = improved_value(improved, f.child_q(root), visits, priors, f.raw_value(root))
+                result = dataclasses.replace(result, value=value)
         elif f.rules.mate_in_one and len(moves) and (mate := f.mating_edge(root)) is not None:
             result = dataclasses.replace(result, chosen=mate, value=PROVEN_WIN)  # PUCT: a proven win, whatever was visited
         if pv_length:

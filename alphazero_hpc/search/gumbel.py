@@ -77,6 +77,16 @@ def improved_policy(logits: np.ndarray, sig: np.ndarray) -> np.ndarray:
     return (e / e.sum()).astype(np.float32)
 
 
+def improved_value(improved: np.ndarray, q: np.ndarray, visits: np.ndarray, priors: np.ndarray,
+                   raw_value: float) -> float:
+    """The root's value under the improved policy: ``sum_a improved(a) * completed_q(a)``. Sequential halving
+    visits every considered move alike in its first phase, so the mean over visits averages good and bad moves
+    (at 16 simulations over 16 moves, the mean of 16 one-visit moves); this weighs each move as the policy
+    target does, close to the best move's value when sigma separates them."""
+    completed = np.where(visits > 0, q, mixed_value(raw_value, q, visits, priors)).astype(np.float64)
+    return float(np.dot(improved.astype(np.float64), completed))
+
+
 def log_priors(priors: np.ndarray) -> np.ndarray:
     """The prior logits, normalised (log-softmax): what the network's logits are over the legal moves."""
     return np.log(np.maximum(priors.astype(np.float64), 1e-30))

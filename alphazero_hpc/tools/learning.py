@@ -52,10 +52,11 @@ def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
     """Gumbel search at ``simulations`` (a quarter of them on fast moves), value targets mixed with q at ``q_ratio``,
     mates in one left to the network (arm 4x64-mate turns the proof on), plain input planes (4x64-attacks adds the
     attack maps, 4x64-tactics the pins and double attacks too), residual blocks without squeeze-excitation
-    (4x64-se adds it), 16 moves considered at the root (4x64-m4 considers 4)."""
+    (4x64-se adds it), 16 moves considered at the root (4x64-m4 considers 4), the root's value the mean of its visits
+    (4x64-qi: the improved policy's expected q)."""
     return ("mcts.algorithm=gumbel", f"mcts.simulations={simulations}", f"mcts.fast_simulations={simulations // 4}",
             f"train.value_target_q_ratio={q_ratio}", "mcts.mate_in_one=false", "model.attack_planes=false",
-            "model.tactic_planes=false", "model.se_ratio=0", "mcts.gumbel_considered=16")
+            "model.tactic_planes=false", "model.se_ratio=0", "mcts.gumbel_considered=16", "mcts.gumbel_root_value=visits")
 
 
 def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: float = 1) -> tuple[str, ...]:
@@ -125,6 +126,13 @@ ARMS: dict[str, tuple[str, ...]] = {
     # the prior and the noise rank below 4 are left to the improved policy's completed values
     "4x64-m4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                 "model.attack_planes=true", "mcts.gumbel_considered=4"),
+    # 4x64-attacks whose value targets mix in the improved policy's expected q (mcts.gumbel_root_value=improved)
+    # instead of the mean over the root's visits. Sequential halving visits 16 moves once each, so that mean averages
+    # the good move with 15 others: where the side to move can take a hanging piece, the mean hardly moves and the
+    # value head is never told that such a position is good, the reading the 717 network lacks. The improved
+    # policy's weights sit on the capture, so its q does tell it
+    "4x64-qi": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
+                "model.attack_planes=true", "mcts.gumbel_root_value=improved"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
