@@ -132,6 +132,8 @@ class MCTSConfig:
         _check(2 <= self.gumbel_considered <= 256, "mcts.gumbel_considered", "must be in 2..256")
         _check(self.gumbel_c_visit >= 0 and self.gumbel_c_scale > 0, "mcts.gumbel_c_visit",
                "gumbel_c_visit must be >= 0 and gumbel_c_scale > 0")
+        _check(self.gumbel_root_value == "visits" or self.algorithm == "gumbel", "mcts.gumbel_root_value",
+               "improved needs mcts.algorithm=gumbel (PUCT has no improved policy)")
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ class TrainConfig:
     """Training on the replay window of recent shards (see the trainer)."""
 
     batch_size: int = 64  # global batch, split across ranks
-    lr: float = 0.02  # learning rate for `batch_size`; scaled linearly with the global batch
+    lr: float = 0.02  # learning rate per 256 samples, scaled linearly with the global batch (lr * batch_size / 256)
     lr_decay: float = 1.0  # generation G trains at lr * lr_decay**G (1: constant; pretraining has its own schedule)
     momentum: float = 0.9
     weight_decay: float = 1e-4

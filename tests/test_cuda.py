@@ -36,7 +36,7 @@ def _relative(a: np.ndarray, ref: np.ndarray) -> float:
 
 def test_network_on_cuda_computes_what_the_cpu_computes():
     """The same random network on fresh random positions: float32 on the GPU within TF32's rounding of the CPU's
-    float32, bf16 autocast (what self-play uses on CUDA) within bf16's; the value's sign where it is not near 0."""
+    float32, bf16 autocast (what self-play uses on CUDA) within bf16's."""
     cfg = ModelConfig(blocks=3, filters=48, attack_planes=True, tactic_planes=True, se_ratio=4)
     model = build_model(cfg, seed=int(np.random.default_rng().integers(1 << 30)))
     for p in model.parameters():  # a trained-looking spread, not the initialiser's near-uniform outputs

@@ -89,6 +89,7 @@ def test_improved_root_value_weighs_moves_as_the_policy_target_does():
     improved_cfg = dataclasses.replace(cfg, gumbel_root_value="improved")
     (result,) = TreeSearch(bandit(root, logits, q, 0.1), improved_cfg, Rules(), 1).search([root], 20)
     order = [m.uci() for m in result.moves]
+    assert result.visits.min() == 1  # every move visited: no completed q in the sum
     qs = np.array([q[m] for m in order])
     want = expected_improved_policy(np.array([logits[m] for m in order]), qs, result.visits.astype(np.float64), 0.1)
     assert result.value == pytest.approx(float(want @ qs), abs=1e-5)
@@ -247,3 +248,29 @@ def test_a_move_that_allows_a_mate_in_one_is_proven_lost_one_visit_deep(mate_in_
     assert s.terminal_value(tree) is None
     reply = _think(s, tree, 8)
     assert (reply.best_move.uci() == "d8h4") == mate_in_one
+
+
+def test_improved_root_value_completes_the_moves_it_did_not_visit():
+    """With fewer simulations than moves, an unvisited move enters the improved value with the mixed value, as it
+    enters the improved policy: the sum over every legal move, written out here from the visited moves' q."""
+    root = chess.Board()
+    moves = [m.uci() for m in root.legal_moves]
+    rng = np.random.default_rng(9)
+    logits = dict(zip(moves, rng.normal(size=len(moves)).tolist()))
+    q = dict(zip(moves, rng.uniform(-0.8, 0.8, size=len(moves)).tolist()))
+    cfg = dataclasses.replace(GUMBEL, gumbel_considered=8, gumbel_root_value="improved")
+    (result,) = TreeSearch(bandit(root, logits, q, 0.1), cfg, Rules(), 1).search([root], 8)
+    order = [m.uci() for m in result.moves]
+    visits = result.visits.astype(np.float64)
+    assert (visits == 0).sum() == len(moves) - 8
+    lg, qs = np.array([logits[m] for m in order]), np.array([q[m] for m in order])
+    prior = np.exp(lg - lg.max()) / np.exp(lg - lg.max()).sum()
+    seen = visits > 0
+    mixed = (0.1 + visits.sum() * (prior[seen] * qs[seen]).sum() / prior[seen].sum()) / (visits.sum() + 1)
+    want = expected_improved_policy(lg, qs, visits, 0.1) @ np.where(seen, qs, mixed)
+    assert result.value == pytest.approx(float(want), abs=1e-5)
+
+
+def test_improved_root_value_needs_gumbel():
+    with pytest.raises(Exception, match="mcts.gumbel_root_value"):
+        load_config(None, ["mcts.gumbel_root_value=improved"])

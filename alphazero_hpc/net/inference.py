@@ -41,7 +41,8 @@ class TorchEvaluator:
     network runs under bf16 autocast: ``auto`` on CUDA only, ``bf16`` everywhere (on a CPU with native bf16,
     avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``float32`` nowhere. On CPU,
     ``AZHPC_TORCH_THREADS`` sets torch's thread count; otherwise a search pool measures which count is best
-    (``cputhreads``). On a GPU torch gets one CPU thread unless ``AZHPC_TORCH_THREADS`` says otherwise.
+    (``cputhreads``). On a GPU (or MPS) torch gets one CPU thread unless ``AZHPC_TORCH_THREADS`` says otherwise: the
+    setting is the process's, so later CPU torch work in the same process runs on one thread too.
     """
 
     def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto") -> None:
@@ -64,7 +65,8 @@ class TorchEvaluator:
         than the copy). Reusing it is safe: the previous batch's copy to the GPU finished before its results came
         back."""
         n = x.shape[0]
-        if self._pinned is None or self._pinned.shape[0] < n or self._pinned.shape[1:] != x.shape[1:]:
+        if (self._pinned is None or self._pinned.shape[0] < n or self._pinned.shape[1:] != x.shape[1:]
+                or self._pinned.dtype != x.dtype):
             self._pinned = torch.empty((max(n, 64),) + tuple(x.shape[1:]), dtype=x.dtype, pin_memory=True)
         buf = self._pinned[:n]
         buf.copy_(x)

@@ -47,7 +47,8 @@ class SearchResult:
     moves:   [A] the legal moves.
     priors:  [A] float32 network prior of each move (with root noise, if any was added).
     visits:  [A] float32 visits of each move's subtree.
-    value:   mean value of the root for the side to move, in [-1, 1].
+    value:   value of the root for the side to move, in [-1, 1]: the mean over its visits, or with
+             ``mcts.gumbel_root_value=improved`` the improved policy's expected completed q.
     root_visits: visits of the root (1 + the simulations that went through it).
     pv:      the principal variation from the root (most visited moves), when asked for.
     improved: [A] float32 Gumbel search's improved policy, softmax(logits + sigma(completed q)); None for PUCT.

@@ -428,7 +428,8 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
             n += 1
         loader_rate = n * b / (time.perf_counter() - t0)
         del loader
-        # Trainer compute alone, on one in-memory batch, on the device and in the precision the trainer uses.
+        # Trainer compute alone, on one in-memory batch, on the device and in the precision the trainer uses (not
+        # its channels_last, torch.compile or fp16 grad scaler: the real run below has those)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
                "auto": torch.bfloat16 if device.type == "cuda" else None}[cfg.train.amp]

@@ -130,7 +130,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # instead of the mean over the root's visits. Sequential halving visits 16 moves once each, so that mean averages
     # the good move with 15 others: where the side to move can take a hanging piece, the mean hardly moves and the
     # value head is never told that such a position is good, the reading the 717 network lacks. The improved
-    # policy's weights sit on the capture, so its q does tell it
+    # policy's weights sit on the capture, so its q does tell it. Resignation reads the same value, so this arm's
+    # games also resign on the improved value
     "4x64-qi": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                 "model.attack_planes=true", "mcts.gumbel_root_value=improved"),
 }
