@@ -70,3 +70,43 @@ def test_a_slow_trial_step_does_not_cause_a_second_measurement():
         used.append(torch.get_num_threads())
         tuner.after_step(next(times))
     assert tuner.chosen == 1 and used[3:] == [1] * 40 and len(lines) == 1
+
+
+def test_an_evaluator_on_a_busy_cpu_ends_on_one_thread(monkeypatch):
+    """TorchEvaluator.tune_threads wires StepThreads into the network's own batches: a network whose batches are
+    slow with two threads (a busy machine, played here by a model that waits when torch has two) ends on one and
+    says so once; its answers are the network's."""
+    import time
+
+    import numpy as np
+
+    from alphazero_hpc.config import ModelConfig
+    from alphazero_hpc.game.encoding import num_planes
+    from alphazero_hpc.net import inference
+    from alphazero_hpc.net.inference import TorchEvaluator
+    from alphazero_hpc.net.model import build_model
+
+    monkeypatch.setattr(inference, "_fold_batch_norms", lambda model: model)  # fx would trace the wait away
+
+    class Busy(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net, self.cfg = net, net.cfg
+
+        def forward(self, x):
+            if torch.get_num_threads() > 1:
+                time.sleep(0.05)
+            return self.net(x)
+
+    net = build_model(ModelConfig(), seed=0)
+    lines = []
+    ev = TorchEvaluator(Busy(net), "cpu", "float32")
+    ev.tune_threads(log=lines.append)
+    planes = np.random.default_rng(0).random((32, num_planes(net.cfg.history), 8, 8), dtype=np.float32)
+    for _ in range(8):
+        logits, values = ev.evaluate(planes)
+    assert torch.get_num_threads() == 1
+    assert len(lines) == 1 and "the network on the CPU: 64 positions took" in lines[0] and "using 1" in lines[0]
+    want_logits, want_values = TorchEvaluator(net, "cpu", "float32").evaluate(planes)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-5)

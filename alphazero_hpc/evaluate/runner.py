@@ -83,7 +83,9 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
         raise CheckpointError(f"checkpoint {path} not found: generation {generation} has not been trained yet "
                               f"(azhpc status {paths.root} shows which have)")
     model, _ = load_model(path, expect=cfg.model)
-    return NetPlayer(TorchEvaluator(model, pick_device(device), cfg.mcts.precision), cfg.mcts, simulations, rules, f"gen:{generation}")
+    evaluator = TorchEvaluator(model, pick_device(device), cfg.mcts.precision)
+    evaluator.tune_threads()  # a rating beside other work on a small machine: one thread may be the faster
+    return NetPlayer(evaluator, cfg.mcts, simulations, rules, f"gen:{generation}")
 
 
 def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,

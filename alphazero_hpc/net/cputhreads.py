@@ -132,12 +132,12 @@ class StepThreads:
     """
 
     def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
-                 window: int = 16) -> None:
+                 window: int = 16, label: str = "training on the CPU: a step") -> None:
         import torch
 
         self._torch = torch
         self.log = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
-        self.trials, self.clear, self.drift, self.window = trials, clear, drift, window
+        self.trials, self.clear, self.drift, self.window, self.label = trials, clear, drift, window, label
         fixed = fixed_threads() if cpu else None
         if fixed is not None:
             torch.set_num_threads(fixed)
@@ -197,5 +197,6 @@ class StepThreads:
         self._reference, self._recent = 0.0, []
         self._set(self.chosen)
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
-        self.log(f"{'measured again' if again else 'training on the CPU'}: a step took {tried}; using {self.chosen} "
+        what, unit = self.label.split(": ", 1)
+        self.log(f"{'measured again' if again else what}: {unit} took {tried}; using {self.chosen} "
                  f"(AZHPC_TORCH_THREADS=N fixes it)")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 
+import time
+
 import numpy as np
 import torch
 
-from .cputhreads import fixed_threads
+from .cputhreads import StepThreads, fixed_threads
 from .model import AlphaZeroNet
 
 
@@ -52,6 +54,7 @@ class TorchEvaluator:
         self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
         self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
         self._pinned: torch.Tensor | None = None  # CUDA: the page-locked staging buffer of the planes, reused
+        self._threads: StepThreads | None = None  # tune_threads(): torch's CPU thread count measured on the batches
         if self.device.type == "cpu":
             if fixed_threads() is not None:
                 torch.set_num_threads(fixed_threads())
@@ -79,6 +82,16 @@ class TorchEvaluator:
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
+    def tune_threads(self, log=None) -> None:  # noqa: ANN001 - a callable taking one line
+        """Measure torch's CPU thread count on this evaluator's own batches (``cputhreads.StepThreads``, per 64
+        positions): one thread against the count given, kept the faster, measured again when the times drift.
+        The matches of ``azhpc evaluate`` use it: with another busy process on the cores, two threads spinning at
+        every barrier made a rating on this 2-core machine ~20x slower. Self-play does not (a tuned count rounds
+        differently, so its games would not replay bitwise; the launchers give each task its cores instead), nor
+        does a search pool's server (``ThreadTuner``). Nothing happens on a GPU or with ``AZHPC_TORCH_THREADS``."""
+        if self.device.type == "cpu":
+            self._threads = StepThreads(cpu=True, log=log, label="the network on the CPU: 64 positions")
+
     def cpu_threads(self) -> int | None:
         """Torch's intra-op thread count when the network runs on the CPU (the search pool tunes it), else None."""
         return torch.get_num_threads() if self.device.type == "cpu" else None
@@ -88,6 +101,10 @@ class TorchEvaluator:
 
     @torch.inference_mode()
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tuner = self._threads
+        if tuner is not None:
+            tuner.before_step()
+            t0 = time.perf_counter()
         x = torch.from_numpy(planes)
         if self.device.type == "cuda":
             x = self._staged(x).to(self.device, non_blocking=True)
@@ -97,4 +114,7 @@ class TorchEvaluator:
             policy, value = self.model(x)
         wdl = torch.softmax(value.float(), dim=1)
         v = wdl[:, 0] - wdl[:, 2]
-        return policy.float().cpu().numpy(), v.cpu().numpy()
+        out = policy.float().cpu().numpy(), v.cpu().numpy()
+        if tuner is not None:
+            tuner.after_step((time.perf_counter() - t0) * 64 / max(1, len(planes)))
+        return out
