@@ -123,7 +123,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     # halving gives each move one visit: the search's q of a move is the value head's reading of the position after
     # it, with the opponent to move, which is exactly what the 717 network misjudges (a piece about to be taken).
     # Over 4 moves each gets two visits, the second one into the opponent's reply, so q sees the capture; the moves
-    # the prior and the noise rank below 4 are left to the improved policy's completed values
+    # the prior and the noise rank below 4 are left to the improved policy's completed values.
+    # Measured at 1 CPU-hour: 206 [109, 303] (24 generations) against 4x64-attacks' 685 [594, 775]: far worse; kept as
+    # a measured negative (breadth at the root is what 16 simulations buy)
     "4x64-m4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                 "model.attack_planes=true", "mcts.gumbel_considered=4"),
     # 4x64-attacks whose value targets mix in the improved policy's expected q (mcts.gumbel_root_value=improved)
