@@ -213,9 +213,12 @@ class WindowDataset(IterableDataset):
             yield out
 
 
-def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: int = 0) -> DataLoader:
+def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: int = 0,
+                pin: bool = False) -> DataLoader:
+    """The rank's batches from batch ``start`` on; ``pin``: in page-locked memory (a CUDA rank), so that copying a
+    batch to the GPU overlaps the step instead of waiting for it."""
     return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks), batch_size=None, num_workers=workers,
-                      persistent_workers=False, prefetch_factor=4 if workers else None,
+                      persistent_workers=False, prefetch_factor=4 if workers else None, pin_memory=pin,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
 
 
