@@ -59,11 +59,17 @@ def mixed_value(raw_value: float, q: np.ndarray, visits: np.ndarray, priors: np.
     return (raw_value + total * weighted_q) / (total + 1.0)
 
 
+def completed_q(q: np.ndarray, visits: np.ndarray, priors: np.ndarray, raw_value: float) -> np.ndarray:
+    """[A] float64: each visited move's q, the mixed value for the others. ``q`` [A] is each move's mean value for
+    the side to move."""
+    return np.where(visits > 0, q, mixed_value(raw_value, q, visits, priors)).astype(np.float64)
+
+
 def sigma(q: np.ndarray, visits: np.ndarray, priors: np.ndarray, raw_value: float, c_visit: float,
           c_scale: float) -> np.ndarray:
     """[A] sigma of the completed Q-values: completed, rescaled to [0, 1] over the moves, times
-    ``(c_visit + max visits) * c_scale``. ``q`` [A] is each move's mean value for the side to move."""
-    completed = np.where(visits > 0, q, mixed_value(raw_value, q, visits, priors)).astype(np.float64)
+    ``(c_visit + max visits) * c_scale``."""
+    completed = completed_q(q, visits, priors, raw_value)
     lo, hi = completed.min(), completed.max()
     rescaled = (completed - lo) / max(hi - lo, 1e-8)
     return (c_visit + float(visits.max())) * c_scale * rescaled
@@ -83,8 +89,7 @@ def improved_value(improved: np.ndarray, q: np.ndarray, visits: np.ndarray, prio
     visits every considered move alike in its first phase, so the mean over visits averages good and bad moves
     (at 16 simulations over 16 moves, the mean of 16 one-visit moves); this weighs each move as the policy
     target does, close to the best move's value when sigma separates them."""
-    completed = np.where(visits > 0, q, mixed_value(raw_value, q, visits, priors)).astype(np.float64)
-    return float(np.dot(improved.astype(np.float64), completed))
+    return float(np.dot(improved.astype(np.float64), completed_q(q, visits, priors, raw_value)))
 
 
 def log_priors(priors: np.ndarray) -> np.ndarray:
