@@ -132,12 +132,13 @@ class StepThreads:
     """
 
     def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
-                 window: int = 16, label: str = "training on the CPU: a step") -> None:
+                 window: int = 16, what: str = "training on the CPU", unit: str = "a step") -> None:
         import torch
 
         self._torch = torch
         self.log = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
-        self.trials, self.clear, self.drift, self.window, self.label = trials, clear, drift, window, label
+        self.trials, self.clear, self.drift, self.window = trials, clear, drift, window
+        self.what, self.unit = what, unit  # the log line: "<what>: <unit> took 1 thread .. ms, ..."
         fixed = fixed_threads() if cpu else None
         if fixed is not None:
             torch.set_num_threads(fixed)
@@ -197,6 +198,5 @@ class StepThreads:
         self._reference, self._recent = 0.0, []
         self._set(self.chosen)
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
-        what, unit = self.label.split(": ", 1)
-        self.log(f"{'measured again' if again else what}: {unit} took {tried}; using {self.chosen} "
+        self.log(f"{'measured again' if again else self.what}: {self.unit} took {tried}; using {self.chosen} "
                  f"(AZHPC_TORCH_THREADS=N fixes it)")

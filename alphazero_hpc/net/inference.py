@@ -90,7 +90,7 @@ class TorchEvaluator:
         differently, so its games would not replay bitwise; the launchers give each task its cores instead), nor
         does a search pool's server (``ThreadTuner``). Nothing happens on a GPU or with ``AZHPC_TORCH_THREADS``."""
         if self.device.type == "cpu":
-            self._threads = StepThreads(cpu=True, log=log, label="the network on the CPU: 64 positions")
+            self._threads = StepThreads(cpu=True, log=log, what="the network on the CPU", unit="64 positions")
 
     def cpu_threads(self) -> int | None:
         """Torch's intra-op thread count when the network runs on the CPU (the search pool tunes it), else None."""

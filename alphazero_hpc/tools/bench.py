@@ -404,7 +404,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
     from ..search.fakes import UniformEvaluator
     from ..net.model import build_model
     from ..store.paths import RunPaths
-    from ..train.trainer import DistEnv, Trainer, alphazero_loss
+    from ..train.trainer import DistEnv, Trainer, alphazero_loss, amp_dtype
     from ..selfplay.task import run_selfplay_task
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -431,8 +431,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         # Trainer compute alone, on one in-memory batch, on the device and in the precision the trainer uses (not
         # its channels_last, torch.compile or fp16 grad scaler: the real run below has those)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        amp = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
-               "auto": torch.bfloat16 if device.type == "cuda" else None}[cfg.train.amp]
+        amp = amp_dtype(cfg.train.amp, device)
         batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v
                  for k, v in next(iter(make_loader(plan, 0, 0, attacks=cfg.model.attack_sets))).items()}
         model = build_model(cfg.model, seed=0).train().to(device)

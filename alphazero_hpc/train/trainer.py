@@ -119,6 +119,12 @@ def lr_factor(steps: int, generation: int, schedule: str) -> Callable[[int], flo
     return factor
 
 
+def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of ``train.amp`` on ``device`` (auto: bf16 on CUDA, none elsewhere); None: no autocast."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
+            "auto": torch.bfloat16 if device.type == "cuda" else None}[amp]
+
+
 @dataclass
 class _Session:
     """What a training run holds between steps: the network and its wrappers, the optimizer, and where it is."""
@@ -308,11 +314,10 @@ class Trainer:
         memory_format = torch.channels_last if tc.channels_last else torch.preserve_format
         model.to(memory_format=memory_format)
         ddp = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None) if self.env.world > 1 else model
-        amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
-                     "auto": torch.bfloat16 if self.device.type == "cuda" else None}[tc.amp]
+        dtype = amp_dtype(tc.amp, self.device)
         return _Session(model=model, forward=torch.compile(ddp) if tc.compile else ddp, opt=opt, sched=sched,
-                        scaler=torch.amp.GradScaler(self.device.type, enabled=amp_dtype is torch.float16),
-                        amp_dtype=amp_dtype, memory_format=memory_format,
+                        scaler=torch.amp.GradScaler(self.device.type, enabled=dtype is torch.float16),
+                        amp_dtype=dtype, memory_format=memory_format,
                         tb=_tensorboard(self.paths.tensorboard(self.generation + 1)) if self.env.master else None,
                         step=step, skipped=skipped, consumed=consumed)
 
