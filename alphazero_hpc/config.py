@@ -102,6 +102,9 @@ class MCTSConfig:
     tree_reuse: bool = True  # keep the chosen child's subtree for the next move
     mate_in_one: bool = False  # a node whose side to move can mate in one is a proven win (no network call), and a
                                # root (Gumbel or PUCT) plays such a mate: the search sees a mate one move past each leaf
+    leaf_capture_value: float = 0.0  # a leaf's value gains this much logit (atanh) per pawn that its side to move can
+                                     # win at once by one capture (game.attacks.capture_gain, a static estimate from
+                                     # the rules); 0 is AlphaZero: the network's value alone
     algorithm: Algorithm = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
                              # target at the root (search/gumbel.py); learns with few simulations
     gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)
@@ -129,6 +132,7 @@ class MCTSConfig:
         _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
         _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
         _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
+        _check(0.0 <= self.leaf_capture_value <= 4.0, "mcts.leaf_capture_value", "must be in [0, 4] (logit per pawn)")
         _check(2 <= self.gumbel_considered <= 256, "mcts.gumbel_considered", "must be in 2..256")
         _check(self.gumbel_c_visit >= 0 and self.gumbel_c_scale > 0, "mcts.gumbel_c_visit",
                "gumbel_c_visit must be >= 0 and gumbel_c_scale > 0")

@@ -3,7 +3,7 @@
 import chess
 import numpy as np
 
-from alphazero_hpc.game.attacks import ATTACK_PLANES, attack_maps
+from alphazero_hpc.game.attacks import ATTACK_PLANES, attack_maps, capture_gain
 from alphazero_hpc.game.encoding import encode_boards, num_planes
 
 from .conftest import PERFT_FENS, random_game_boards
@@ -80,6 +80,33 @@ def test_tactic_maps_match_python_chess_on_every_square():
         assert [int(x) for x in got[4:]] == _expected_tactics(b), b.fen()
         pins += bool(got[4] | got[5])
     assert pins >= 5  # the positions do hold pins for the check to mean something
+
+
+def _best_capture(board: chess.Board, side: chess.Color) -> int:
+    """What ``side`` wins with one capture by definition, one piece at a time with python-chess."""
+    best = 0
+    for s in chess.SquareSet(board.occupied_co[not side] & ~board.kings):
+        by = _attackers(board, side, s)
+        if not by:
+            continue
+        value = VALUE[board.piece_type_at(s)]
+        best = max(best, value if not board.is_attacked_by(not side, s) else value - min(VALUE[t] for t in by))
+    return best
+
+
+def test_capture_gain_matches_its_definition_with_python_chess():
+    boards = [chess.Board(f) for f in PERFT_FENS + PIN_FENS] + random_game_boards(40, seed=13, max_plies=160)
+    got = capture_gain(_bitboards(boards), np.array([b.turn for b in boards]))
+    want = [0 if b.is_check() else max(0, _best_capture(b, b.turn) - _best_capture(b, not b.turn)) for b in boards]
+    assert got.tolist() == want
+    assert 0 < sum(g > 0 for g in want) < len(want)  # the positions hold both kinds
+
+
+def test_capture_gain_counts_the_side_to_move_and_its_own_hanging_piece():
+    # a black queen on d5 that a white knight attacks; a white rook on h5 that the queen attacks
+    fen = "4k3/8/8/3q3R/8/2N5/8/4K3 {} - - 0 1"
+    white, black = chess.Board(fen.format("w")), chess.Board(fen.format("b"))
+    assert capture_gain(_bitboards([white, black]), np.array([True, False])).tolist() == [9 - 5, 0]  # black saves its queen rather than win the rook
 
 
 def test_tactic_planes_need_the_attack_planes():

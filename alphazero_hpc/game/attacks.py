@@ -19,6 +19,8 @@ and slider direction reaches a square from at most one piece.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 ATTACK_PLANES = 4  # planes per set of maps: attack_maps returns 4 * sets
@@ -73,11 +75,39 @@ def _kings(k: np.ndarray) -> np.ndarray:
     return (row | (row << _U(8)) | (row >> _U(8))) & ~k
 
 
-def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1) -> np.ndarray:
-    """[N, 4 * sets] uint64 of positions given as [N, 8] bitboards (P, N, B, R, Q, K, white, black), absolute
-    orientation: squares attacked by the side to move, by the other side, the side to move's pieces en prise,
-    the other side's; with ``sets`` 2 then its pinned pieces, the other side's, the squares it attacks twice or
-    more, the other side's. Still absolute: the caller mirrors them with the pieces."""
+@dataclass
+class _Attacks:
+    """[2, N] masks per side (0 white, 1 black) of one batch: the side's pieces by kind, the squares it attacks,
+    and the attacks by tier (the least valuable attacker's kind: pawn, knight or bishop, rook, queen, king)."""
+
+    p: np.ndarray
+    n: np.ndarray
+    b: np.ndarray
+    r: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    pawn: np.ndarray  # squares a pawn of the side attacks
+    minor: np.ndarray
+    rook: np.ndarray
+    queen: np.ndarray
+    king: np.ndarray
+    attacked: np.ndarray
+    captures: list[np.ndarray]  # [2, N] each: the pawns' captures to one side
+    diagonal_rays: list[np.ndarray]  # [4, N] each (bishops w/b, queens w/b): one direction's ray
+    orthogonal_rays: list[np.ndarray]  # (rooks w/b, queens w/b)
+    colour: np.ndarray
+    empty: np.ndarray
+
+    @property
+    def lesser_than_rook(self) -> np.ndarray:
+        return self.pawn | self.minor
+
+    @property
+    def lesser_than_queen(self) -> np.ndarray:
+        return self.pawn | self.minor | self.rook
+
+
+def _attacks(bitboards: np.ndarray) -> _Attacks:
     bb = np.asarray(bitboards, dtype=np.uint64)
     pawns, knights, bishops, rooks, queens, kings = (bb[:, i] for i in range(6))
     colour = np.stack([bb[:, 6], bb[:, 7]])  # [2, N]: white, black
@@ -85,41 +115,77 @@ def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1)
     p, n, b, r, q, k = (colour & x for x in (pawns, knights, bishops, rooks, queens, kings))
     captures = [np.stack([(p[0] << _U(9)) & _NOT_A, (p[1] >> _U(7)) & _NOT_A]),  # [2, N] each: one capture side
                 np.stack([(p[0] << _U(7)) & _NOT_H, (p[1] >> _U(9)) & _NOT_H])]
-    pawn = captures[0] | captures[1]
     # [4, N] each (bishops or rooks w/b, queens w/b): one direction's ray, sliders stopped by the first piece met
     bishops_queens, rooks_queens = np.concatenate([b, q]), np.concatenate([r, q])
     diagonal_rays = [_ray(bishops_queens, empty, s, mask) for s, mask in _DIAGONAL]
     orthogonal_rays = [_ray(rooks_queens, empty, s, mask) for s, mask in _ORTHOGONAL]
     diagonal, orthogonal = _union(diagonal_rays), _union(orthogonal_rays)
-    king = _kings(k)
-    minor = _knights(n) | diagonal[:2]
-    rook = orthogonal[:2]
-    queen = diagonal[2:] | orthogonal[2:]
-    lesser_than_rook = pawn | minor
-    lesser_than_queen = lesser_than_rook | rook
-    attacked = lesser_than_queen | queen | king  # [2, N]
+    pawn, minor, rook = captures[0] | captures[1], _knights(n) | diagonal[:2], orthogonal[:2]
+    queen, king = diagonal[2:] | orthogonal[2:], _kings(k)
+    return _Attacks(p, n, b, r, q, k, pawn, minor, rook, queen, king, pawn | minor | rook | queen | king,
+                    captures, diagonal_rays, orthogonal_rays, colour, empty)
+
+
+def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1) -> np.ndarray:
+    """[N, 4 * sets] uint64 of positions given as [N, 8] bitboards (P, N, B, R, Q, K, white, black), absolute
+    orientation: squares attacked by the side to move, by the other side, the side to move's pieces en prise,
+    the other side's; with ``sets`` 2 then its pinned pieces, the other side's, the squares it attacks twice or
+    more, the other side's. Still absolute: the caller mirrors them with the pieces."""
+    a = _attacks(bitboards)
+    p, n, b, r, q, k, attacked = a.p, a.n, a.b, a.r, a.q, a.k, a.attacked
     hanging = np.empty_like(attacked)
     for side in (0, 1):
         other = 1 - side
         by, defended = attacked[other], attacked[side]
         hanging[side] = by & (
             (p[side] & ~defended)
-            | ((n[side] | b[side]) & (~defended | pawn[other]))
-            | (r[side] & (~defended | lesser_than_rook[other]))
-            | (q[side] & (~defended | lesser_than_queen[other]))
+            | ((n[side] | b[side]) & (~defended | a.pawn[other]))
+            | (r[side] & (~defended | a.lesser_than_rook[other]))
+            | (q[side] & (~defended | a.lesser_than_queen[other]))
             | k[side]
         )
     us = np.where(white_to_move, 0, 1)
-    idx = np.arange(bb.shape[0])
+    idx = np.arange(attacked.shape[1])
     maps = [attacked[us, idx], attacked[1 - us, idx], hanging[us, idx], hanging[1 - us, idx]]
     if sets >= 2:
         # every set holds at most one attacker of a square: one pawn capture side, one knight jump, the king, the
         # nearest slider in one direction (of a bishop and a queen on one line, only the nearer reaches past the other)
-        one_each = captures + [_shift(n, s) & mask for s, mask in _KNIGHT_JUMPS] + [king]
-        one_each += [ray[:2] | ray[2:] for ray in diagonal_rays + orthogonal_rays]
-        pinned, twice = _pins(colour, empty, k, b | q, r | q), _twice(one_each)
+        one_each = a.captures + [_shift(n, s) & mask for s, mask in _KNIGHT_JUMPS] + [a.king]
+        one_each += [ray[:2] | ray[2:] for ray in a.diagonal_rays + a.orthogonal_rays]
+        pinned, twice = _pins(a.colour, a.empty, k, b | q, r | q), _twice(one_each)
         maps += [pinned[us, idx], pinned[1 - us, idx], twice[us, idx], twice[1 - us, idx]]
     return np.stack(maps, axis=1)
+
+
+PIECE_VALUES = (1, 3, 3, 5, 9)  # pawn, knight, bishop, rook, queen: the material a capture wins, in pawns
+
+
+def _best_capture(a: _Attacks, side: int) -> np.ndarray:
+    """[N] the most material ``side`` wins with one capture and the other side's best recapture: a piece the other
+    side does not defend is won whole, a defended one for its value less the cheapest attacker's (when positive)."""
+    other = 1 - side
+    defended = a.attacked[other]
+    tiers = ((a.pawn[side], 1), (a.minor[side], 3), (a.rook[side], 5), (a.queen[side], 9))
+    gain = np.zeros(defended.shape, np.float32)
+    for pieces, value in zip((a.p[other], a.n[other], a.b[other], a.r[other], a.q[other]), PIECE_VALUES):
+        gain = np.maximum(gain, np.where((pieces & a.attacked[side] & ~defended) != 0, value, 0))
+        for attackers, cost in tiers:
+            if cost < value:
+                gain = np.maximum(gain, np.where((pieces & defended & attackers) != 0, value - cost, 0))
+    return gain
+
+
+def capture_gain(bitboards: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
+    """[N] float32 pawns of material the side to move can win now, for positions given as [N, 8] bitboards
+    (``attack_maps``' layout): its best single capture (``_best_capture``) less the other side's best one, which it
+    could otherwise have saved, and never below 0 (it can always give up the capture); 0 when it is in check.
+    A static estimate from the rules: no x-rays, pins, en passant or promotions, one capture deep."""
+    a = _attacks(bitboards)
+    gain = np.stack([_best_capture(a, 0), _best_capture(a, 1)])  # [2, N]
+    us = np.where(np.asarray(white_to_move, bool), 0, 1)
+    idx = np.arange(gain.shape[1])
+    in_check = (a.k[us, idx] & a.attacked[1 - us, idx]) != 0
+    return np.where(in_check, 0.0, np.maximum(gain[us, idx] - gain[1 - us, idx], 0.0)).astype(np.float32)
 
 
 def _twice(attacker_sets: list[np.ndarray]) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import MCTSConfig
+from ..game.attacks import capture_gain
 from ..game.encoding import batch_from_chains, encode_batch
 from .evaluator import Evaluator
 from .forest import Forest
@@ -37,6 +38,7 @@ class PendingStep:
     """A selection whose leaves await the network. Node ids refer to the forest (see ``remap``).
 
     planes: float32 [len(need), C, 8, 8] or None when no leaf needs the network.
+    gain: float32 [len(need)] pawns each of those leaves' side to move can win at once (mcts.leaf_capture_value), or None.
     """
 
     roots: np.ndarray
@@ -46,6 +48,7 @@ class PendingStep:
     values: np.ndarray
     need: np.ndarray
     planes: np.ndarray | None
+    gain: np.ndarray | None = None
 
     def remap(self, new_id: np.ndarray) -> None:
         """Follow a ``Forest.compact`` (its leaves are reachable from its roots, so all survive)."""
@@ -177,21 +180,25 @@ class BatchedSearch:
         term = f.node_terminal_value[leaf]
         values = np.where(np.isnan(term), 0.0, term).astype(np.float32)
         need = np.flatnonzero(np.isnan(term) & (f.node_edge_count[leaf] < 0))
-        planes = None
+        planes = gain = None
         if need.size:
             batch = batch_from_chains([f.chain[n] for n in leaf[need].tolist()], self.history)
             planes = encode_batch(batch, attacks=self.attacks)
+            if self.cfg.leaf_capture_value:
+                gain = capture_gain(batch.bitboards[:, 0], batch.turn)
         t3 = time.perf_counter()
         self.stats.t_tree += t1 - t0
         self.stats.t_rules += t2 - t1
         self.stats.t_encode += t3 - t2
-        return PendingStep(roots_a, path, leaf, depth, values, need, planes)
+        return PendingStep(roots_a, path, leaf, depth, values, need, planes, gain)
 
     def finish(self, p: PendingStep, logits: np.ndarray | None, values: np.ndarray | None) -> None:
         """Expand the evaluated leaves and back their values up."""
         t0 = time.perf_counter()
         if p.planes is not None:
             assert logits is not None and values is not None
+            if p.gain is not None:
+                values = with_capture_gain(values, p.gain, self.cfg.leaf_capture_value)
             p.values[p.need] = values
             self.forest.expand(p.leaf[p.need].tolist(), logits, values)
             self.stats.evaluations += len(p.need)
@@ -212,6 +219,14 @@ class BatchedSearch:
         all_nodes = np.concatenate(nodes)
         f.node_visits[all_nodes] += 1.0
         f.node_value_sum[all_nodes] += np.concatenate(vals)
+
+
+def with_capture_gain(values: np.ndarray, gain: np.ndarray, per_pawn: float) -> np.ndarray:
+    """Leaf values with the material their side to move can win at once (``game.attacks.capture_gain``) added
+    to the value's logit, ``per_pawn`` for each pawn: tanh(atanh(v) + per_pawn * gain). The network's value stands
+    where nothing can be won; a win it already sees stays near 1."""
+    v = np.clip(np.asarray(values, np.float64), -0.999999, 0.999999)
+    return np.tanh(np.arctanh(v) + per_pawn * gain).astype(np.float32)
 
 
 def deterministic_scores(p: np.ndarray, valid: np.ndarray, visited: np.ndarray, chn: np.ndarray, q: np.ndarray,
