@@ -66,6 +66,8 @@ def test_run_config_is_written_once_and_then_authoritative(tmp_path):
     ("model.value_hidden=1000000000000", "8..65536"),
     ("mcts.lazy_rows=1000000", "0..200000"),  # 18.7 GB of logits rows per search process
     ("mcts.lazy_rows=-1", "0..200000"),
+    ("mcts.leaf_capture_value=-0.5", r"\[0, 4\]"),
+    ("mcts.leaf_capture_value=.nan", "finite"),
     ("slurm.selfplay_time_min=1", "below the shortest time limit"),
     ("slurm.partition=gpu #x", "only letters"),
 ])
