@@ -2,6 +2,7 @@
 
 import chess
 import numpy as np
+import pytest
 
 from alphazero_hpc.game.attacks import ATTACK_PLANES, attack_maps, capture_gain
 from alphazero_hpc.game.encoding import encode_boards, num_planes
@@ -82,31 +83,59 @@ def test_tactic_maps_match_python_chess_on_every_square():
     assert pins >= 5  # the positions do hold pins for the check to mean something
 
 
-def _best_capture(board: chess.Board, side: chess.Color) -> int:
-    """What ``side`` wins with one capture by definition, one piece at a time with python-chess."""
-    best = 0
+def _best_capture(board: chess.Board, side: chess.Color) -> tuple[int, list[int]]:
+    """What ``side`` wins with one capture by definition, and on which squares, one piece at a time with python-chess."""
+    best, squares = 0, []
     for s in chess.SquareSet(board.occupied_co[not side] & ~board.kings):
         by = _attackers(board, side, s)
         if not by:
             continue
         value = VALUE[board.piece_type_at(s)]
-        best = max(best, value if not board.is_attacked_by(not side, s) else value - min(VALUE[t] for t in by))
-    return best
+        won = value if not board.is_attacked_by(not side, s) else value - min(VALUE[t] for t in by)
+        if won > 0 and won >= best:
+            best, squares = won, (squares if won == best else []) + [s]
+    return best, squares
+
+
+TIER = {chess.PAWN: 0, chess.KNIGHT: 1, chess.BISHOP: 1, chess.ROOK: 2, chess.QUEEN: 3, chess.KING: 4}
+
+
+def _capture_gain(board: chess.Board) -> int:
+    """capture_gain by its definition: the best capture (lowest square on a tie), made by the cheapest attacker
+    (lowest square on a tie), then the captured piece's value less the other side's best capture after it."""
+    if board.is_check():
+        return 0
+    gain, squares = _best_capture(board, board.turn)
+    if not gain:
+        return 0
+    target = min(squares)
+    mover = min(board.attackers(board.turn, target), key=lambda s: (TIER[board.piece_type_at(s)], s))
+    value = VALUE[board.piece_type_at(target)]
+    after = board.copy(stack=False)
+    after.set_piece_at(target, after.remove_piece_at(mover))
+    return max(0, value - _best_capture(after, not board.turn)[0])
 
 
 def test_capture_gain_matches_its_definition_with_python_chess():
     boards = [chess.Board(f) for f in PERFT_FENS + PIN_FENS] + random_game_boards(40, seed=13, max_plies=160)
     got = capture_gain(_bitboards(boards), np.array([b.turn for b in boards]))
-    want = [0 if b.is_check() else max(0, _best_capture(b, b.turn) - _best_capture(b, not b.turn)) for b in boards]
+    want = [_capture_gain(b) for b in boards]
     assert got.tolist() == want
     assert 0 < sum(g > 0 for g in want) < len(want)  # the positions hold both kinds
 
 
-def test_capture_gain_counts_the_side_to_move_and_its_own_hanging_piece():
-    # a black queen on d5 that a white knight attacks; a white rook on h5 that the queen attacks
-    fen = "4k3/8/8/3q3R/8/2N5/8/4K3 {} - - 0 1"
-    white, black = chess.Board(fen.format("w")), chess.Board(fen.format("b"))
-    assert capture_gain(_bitboards([white, black]), np.array([True, False])).tolist() == [9 - 5, 0]  # black saves its queen rather than win the rook
+@pytest.mark.parametrize("fen,gain", [
+    # a black queen on d5 that a white knight attacks, a white rook on h5 that the queen attacks: Nxd5 also ends the
+    # threat to the rook, and for Black Qxh5 also takes the queen out of the knight's reach
+    ("4k3/8/8/3q3R/8/2N5/8/4K3 w - - 0 1", 9),
+    ("4k3/8/8/3q3R/8/2N5/8/4K3 b - - 0 1", 5),
+    ("r5k1/3p4/2B5/8/8/8/8/4K3 b - - 0 1", 3),  # dxc6 takes the bishop that attacked the rook
+    ("4k3/8/8/3p4/4N3/5P2/8/4K3 b - - 0 1", 3 - 1),  # dxe4 wins the knight, then fxe4 the pawn back
+    ("4k3/8/8/3p4/4N3/8/8/4K3 b - - 0 1", 3),  # the same knight undefended
+])
+def test_capture_gain_plays_the_capture_and_counts_the_reply(fen, gain):
+    board = chess.Board(fen)
+    assert capture_gain(_bitboards([board]), np.array([board.turn])).tolist() == [gain] == [_capture_gain(board)]
 
 
 def test_tactic_planes_need_the_attack_planes():

@@ -279,8 +279,7 @@ def test_improved_root_value_needs_gumbel():
 @pytest.mark.parametrize("per_pawn", [0.0, 0.25])
 def test_leaf_capture_value_sees_a_queen_left_to_a_pawn_one_visit_deep(per_pawn):
     """Qe3 puts the queen where Black's f4 pawn takes it. With mcts.leaf_capture_value the leaf after Qe3 is worth
-    8 pawns' logit to Black (the queen, less the pawn that White would take otherwise; a uniform network says 0
-    everywhere), so one visit tells the search; Qxf4, which leaves nothing hanging, stays at the network's value."""
+    9 pawns' logit to Black (a uniform network says 0 everywhere), so one visit tells the search; Qxf4, which leaves nothing hanging, stays at the network's value."""
     board = chess.Board("7k/8/8/8/5p2/8/3Q4/4K3 w - - 0 1")
     cfg = dataclasses.replace(GUMBEL, gumbel_considered=64, leaf_capture_value=per_pawn)
     s = TreeSearch(UniformEvaluator(1), cfg, Rules(), 1)
@@ -289,6 +288,6 @@ def test_leaf_capture_value_sees_a_queen_left_to_a_pawn_one_visit_deep(per_pawn)
     q = s.forest.child_q(s._roots[tree])
     e3, xf4 = (result.moves.index(chess.Move.from_uci(u)) for u in ("d2e3", "d2f4"))
     assert result.visits[e3] == result.visits[xf4] == 1
-    assert q[e3] == pytest.approx(-np.tanh(8 * per_pawn), abs=1e-6)
+    assert q[e3] == pytest.approx(-np.tanh(9 * per_pawn), abs=1e-6)
     assert q[xf4] == pytest.approx(0.0, abs=1e-6)
     assert result.best_move.uci() != "d2e3" or per_pawn == 0

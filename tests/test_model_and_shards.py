@@ -80,6 +80,23 @@ def test_evaluator_precision_bf16_answers_close_to_float32_and_auto_keeps_float3
         MCTSConfig(precision="fp8")
 
 
+@pytest.mark.parametrize("precision", ["float32", "bf16"])
+def test_evaluator_channels_last_lays_out_weights_and_batches_as_nhwc_with_the_same_answers(precision):
+    """``mcts.channels_last`` (on by default): the CPU's weights and batches are channels-last, and the answers are
+    the contiguous layout's within float rounding (oneDNN may sum in another order)."""
+    net = build_model(ModelConfig(blocks=2, filters=32, history=2, attack_planes=True), seed=6).eval()
+    planes = encode_boards(random_game_boards(8, max_plies=40), 2, attacks=1)
+    plain, nhwc = TorchEvaluator(net, "cpu", precision, channels_last=False), TorchEvaluator(net, "cpu", precision)
+    assert nhwc.channels_last and not plain.channels_last
+    conv = next(m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous()
+    a, b = plain.evaluate(planes), nhwc.evaluate(planes)
+    tol = 1e-4 if precision == "float32" else 0.05
+    np.testing.assert_allclose(b[0], a[0], atol=tol * max(1.0, float(np.abs(a[0]).max())))
+    np.testing.assert_allclose(b[1], a[1], atol=tol)
+    assert MCTSConfig().channels_last and not MCTSConfig(channels_last=False).channels_last
+
+
 def test_checkpoint_round_trip_and_config_mismatch(tmp_path):
     cfg = ModelConfig(blocks=1, filters=16)
     net = build_model(cfg, seed=1)

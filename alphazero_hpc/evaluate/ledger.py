@@ -36,6 +36,7 @@ class LedgerEntry(TypedDict, total=False):
     adjudicate_material: int  # > 0: draws by rule with this much material ahead scored as wins
     rules_only: dict  # optional, with adjudicate_material: the same games' score under chess rules only
     mate_in_one: bool  # optional, true when the network's search proved mates in one (mcts.mate_in_one)
+    leaf_capture_value: float  # optional, the network's search's mcts.leaf_capture_value when not 0
     wins: int  # the first player's, over ``games``
     draws: int
     losses: int

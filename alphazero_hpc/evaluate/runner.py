@@ -35,6 +35,7 @@ class MatchPlan:
     max_plies: int
     adjudicate_material: int = 0
     mate_in_one: bool = False  # the network players' search proves mates in one (mcts.mate_in_one)
+    leaf_capture_value: float = 0.0  # their search's mcts.leaf_capture_value
 
     @property
     def generation(self) -> int | None:
@@ -46,7 +47,8 @@ class MatchPlan:
         return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.simulations}|openings={self.openings}"
                 f"|seed={self.seed}|max_plies={self.max_plies}"
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
-                + ("|mate_in_one" if self.mate_in_one else ""))
+                + ("|mate_in_one" if self.mate_in_one else "")
+                + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else ""))
 
     @property
     def pgn_name(self) -> str:
@@ -83,7 +85,7 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
         raise CheckpointError(f"checkpoint {path} not found: generation {generation} has not been trained yet "
                               f"(azhpc status {paths.root} shows which have)")
     model, _ = load_model(path, expect=cfg.model)
-    evaluator = TorchEvaluator(model, pick_device(device), cfg.mcts.precision)
+    evaluator = TorchEvaluator(model, pick_device(device), cfg.mcts.precision, cfg.mcts.channels_last)
     evaluator.tune_threads()  # a rating beside other work on a small machine: one thread may be the faster
     return NetPlayer(evaluator, cfg.mcts, simulations, rules, f"gen:{generation}")
 
@@ -111,7 +113,8 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
                      simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
                      max_plies or ev.max_plies,
-                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one)
+                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one,
+                     cfg.mcts.leaf_capture_value)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
@@ -163,6 +166,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "adjudicate_material": plan.adjudicate_material,
         **({"rules_only": rules_only} if plan.adjudicate_material else {}),
         **({"mate_in_one": True} if plan.mate_in_one else {}),
+        **({"leaf_capture_value": plan.leaf_capture_value} if plan.leaf_capture_value else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),

@@ -413,10 +413,12 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     names = {r.name for r in rungs}
     played = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in read_ledger(paths)
               if e["player"] == player and e["opponent"] in names and not e.get("adjudicate_material", 0)
-              and e.get("simulations") == sims and bool(e.get("mate_in_one")) == cfg.mcts.mate_in_one]
+              and e.get("simulations") == sims and bool(e.get("mate_in_one")) == cfg.mcts.mate_in_one
+              and float(e.get("leaf_capture_value", 0.0)) == cfg.mcts.leaf_capture_value]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
-        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, cfg.mcts.mate_in_one)
+        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, cfg.mcts.mate_in_one,
+                         cfg.mcts.leaf_capture_value)
         entry, _ = play_recorded(paths, cfg, plan, device, engines)
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 

@@ -210,6 +210,6 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     run = RunPaths.of_checkpoint(checkpoint)
     if run is not None:  # a network of a run folder searches with that run's settings
         mcts = read_run_config(run).mcts
-    evaluator = TorchEvaluator(model, pick_device(device), mcts.precision)
+    evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)

@@ -160,32 +160,71 @@ def attack_maps(bitboards: np.ndarray, white_to_move: np.ndarray, sets: int = 1)
 PIECE_VALUES = (1, 3, 3, 5, 9)  # pawn, knight, bishop, rook, queen: the material a capture wins, in pawns
 
 
-def _best_capture(a: _Attacks, side: int) -> np.ndarray:
-    """[N] the most material ``side`` wins with one capture and the other side's best recapture: a piece the other
-    side does not defend is won whole, a defended one for its value less the cheapest attacker's (when positive)."""
+def _best_capture(a: _Attacks, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """([N] the most material ``side`` wins with one capture and the other side's best recapture, [N] the squares of
+    the pieces that win it): a piece the other side does not defend is won whole, a defended one for its value less
+    the cheapest attacker's (when positive)."""
     other = 1 - side
     defended = a.attacked[other]
     tiers = ((a.pawn[side], 1), (a.minor[side], 3), (a.rook[side], 5), (a.queen[side], 9))
     gain = np.zeros(defended.shape, np.float32)
+    target = np.zeros_like(defended)
     for pieces, value in zip((a.p[other], a.n[other], a.b[other], a.r[other], a.q[other]), PIECE_VALUES):
-        gain = np.maximum(gain, np.where((pieces & a.attacked[side] & ~defended) != 0, value, 0))
-        for attackers, cost in tiers:
-            if cost < value:
-                gain = np.maximum(gain, np.where((pieces & defended & attackers) != 0, value - cost, 0))
-    return gain
+        for hit, won in [(pieces & a.attacked[side] & ~defended, value)] + [
+                (pieces & defended & attackers, value - cost) for attackers, cost in tiers if cost < value]:
+            g = np.where(hit != 0, np.float32(won), np.float32(0))
+            target = np.where(g > gain, hit, np.where((g == gain) & (g > 0), target | hit, target))
+            gain = np.maximum(gain, g)
+    return gain, target
+
+
+def _lowest_bit(x: np.ndarray) -> np.ndarray:
+    return x & (_U(0) - x)
+
+
+def _cheapest_attacker(a: _Attacks, side: int, square: np.ndarray) -> np.ndarray:
+    """[N] one of ``side``'s least valuable pieces that attack ``square`` ([N] one bit each, or 0), or 0."""
+    if side == 0:
+        pawns = ((square & _NOT_A) >> _U(9)) | ((square & _NOT_H) >> _U(7))
+    else:
+        pawns = ((square & _NOT_A) << _U(7)) | ((square & _NOT_H) << _U(9))
+    diagonal = _union([_ray(square, a.empty, s, mask) for s, mask in _DIAGONAL])
+    orthogonal = _union([_ray(square, a.empty, s, mask) for s, mask in _ORTHOGONAL])
+    tiers = (pawns & a.p[side], (_knights(square) & a.n[side]) | (diagonal & a.b[side]), orthogonal & a.r[side],
+             (diagonal | orthogonal) & a.q[side], _kings(square) & a.k[side])
+    out = np.zeros_like(square)
+    for tier in reversed(tiers):  # the cheapest tier that has one is the last written
+        out = np.where(tier != 0, tier, out)
+    return _lowest_bit(out)
 
 
 def capture_gain(bitboards: np.ndarray, white_to_move: np.ndarray) -> np.ndarray:
     """[N] float32 pawns of material the side to move can win now, for positions given as [N, 8] bitboards
-    (``attack_maps``' layout): its best single capture (``_best_capture``) less the other side's best one, which it
-    could otherwise have saved, and never below 0 (it can always give up the capture); 0 when it is in check.
-    A static estimate from the rules: no x-rays, pins, en passant or promotions, one capture deep."""
-    a = _attacks(bitboards)
-    gain = np.stack([_best_capture(a, 0), _best_capture(a, 1)])  # [2, N]
+    (``attack_maps``' layout). Its best single capture (``_best_capture``) is made on the board, by its cheapest
+    attacker; the gain is the captured piece's value less the other side's best capture in the position after it
+    (its recapture, or another piece of ours it attacks: not the threats of the piece just taken, nor against the
+    piece that moved away), and never below 0 (the side to move may keep what it has); 0 when it is in check.
+    A static estimate from the rules: no x-rays, pins, en passant or promotions, one capture and one reply deep."""
+    bb = np.asarray(bitboards, dtype=np.uint64)
+    a = _attacks(bb)
     us = np.where(np.asarray(white_to_move, bool), 0, 1)
-    idx = np.arange(gain.shape[1])
+    idx = np.arange(bb.shape[0])
+    target = np.stack([_best_capture(a, 0)[1], _best_capture(a, 1)[1]])[us, idx]
+    square = _lowest_bit(target)
+    mover = np.where(us == 0, _cheapest_attacker(a, 0, square), _cheapest_attacker(a, 1, square))
+    won = np.zeros(len(bb), np.float32)
+    after = bb.copy()
+    for kind, value in enumerate(PIECE_VALUES + (0,)):
+        won += np.where((bb[:, kind] & square) != 0, np.float32(value), np.float32(0))
+        moved = np.where((bb[:, kind] & mover) != 0, square, _U(0))
+        after[:, kind] = (bb[:, kind] & ~square & ~mover) | moved
+    ours, theirs = np.where(us == 0, 6, 7), np.where(us == 0, 7, 6)
+    after[idx, ours] = (bb[idx, ours] & ~mover) | square
+    after[idx, theirs] = bb[idx, theirs] & ~square
+    a2 = _attacks(after)
+    reply = np.stack([_best_capture(a2, 0)[0], _best_capture(a2, 1)[0]])[1 - us, idx]
     in_check = (a.k[us, idx] & a.attacked[1 - us, idx]) != 0
-    return np.where(in_check, 0.0, np.maximum(gain[us, idx] - gain[1 - us, idx], 0.0)).astype(np.float32)
+    return np.where(in_check | (square == 0), 0.0, np.maximum(won - reply, 0.0)).astype(np.float32)
 
 
 def _twice(attacker_sets: list[np.ndarray]) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 
 import time
 
@@ -47,14 +49,22 @@ class TorchEvaluator:
     setting is the process's, so later CPU torch work in the same process runs on one thread too.
     """
 
-    def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto") -> None:
+    def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto",
+                 channels_last: bool = True) -> None:
         self.device = torch.device(device)
-        self.model = _fold_batch_norms(model.eval()).to(self.device)
+        folded = _fold_batch_norms(model.eval())
+        # a model fx could not fold is the caller's own: laid out and moved as a copy, the caller's is left as it was
+        self.model = (copy.deepcopy(folded) if folded is model else folded).to(self.device)
         self.history = model.cfg.history
         self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
         self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
         self._pinned: torch.Tensor | None = None  # CUDA: the page-locked staging buffer of the planes, reused
         self._threads: StepThreads | None = None  # tune_threads(): torch's CPU thread count measured on the batches
+        # mcts.channels_last: on CPU the weights and every batch are channels-last (NHWC), which oneDNN's convolutions
+        # run without reordering into and out of their own layout; the same outputs, more evaluations/s (docs/performance.md)
+        self.channels_last = channels_last and self.device.type == "cpu"
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         if self.device.type == "cpu":
             if fixed_threads() is not None:
                 torch.set_num_threads(fixed_threads())
@@ -106,7 +116,9 @@ class TorchEvaluator:
             tuner.before_step()
             t0 = time.perf_counter()
         x = torch.from_numpy(planes)
-        if self.device.type == "cuda":
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        elif self.device.type == "cuda":
             x = self._staged(x).to(self.device, non_blocking=True)
         elif self.device.type != "cpu":
             x = x.to(self.device)

@@ -225,8 +225,9 @@ def with_capture_gain(values: np.ndarray, gain: np.ndarray, per_pawn: float) -> 
     """Leaf values with the material their side to move can win at once (``game.attacks.capture_gain``) added
     to the value's logit, ``per_pawn`` for each pawn: tanh(atanh(v) + per_pawn * gain). The network's value stands
     where nothing can be won; a win it already sees stays near 1."""
-    v = np.clip(np.asarray(values, np.float64), -0.999999, 0.999999)
-    return np.tanh(np.arctanh(v) + per_pawn * gain).astype(np.float32)
+    values = np.asarray(values, np.float32)
+    v = np.clip(values.astype(np.float64), -0.999999, 0.999999)
+    return np.where(gain > 0, np.tanh(np.arctanh(v) + per_pawn * gain), values).astype(np.float32)
 
 
 def deterministic_scores(p: np.ndarray, valid: np.ndarray, visited: np.ndarray, chn: np.ndarray, q: np.ndarray,

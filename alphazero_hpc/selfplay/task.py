@@ -41,7 +41,7 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
         ensure_initial_checkpoint(model_path, cfg.model, cfg.run.seed)
     model, _ = load_model(model_path, expect=cfg.model)
     dev = pick_device(device)
-    return TorchEvaluator(model, dev, cfg.mcts.precision), file_digest(model_path)
+    return TorchEvaluator(model, dev, cfg.mcts.precision, cfg.mcts.channels_last), file_digest(model_path)
 
 
 def _complete_shards(paths: RunPaths, generation: int, task: int) -> list[int]:

@@ -170,7 +170,8 @@ def bench_selfplay(cfg: Config, config_name: str, device: str = "auto", seconds:
 
     dev = pick_device(device)
     if evaluator is None:
-        evaluator = TorchEvaluator(build_model(cfg.model, seed=cfg.run.seed), dev, cfg.mcts.precision)
+        evaluator = TorchEvaluator(build_model(cfg.model, seed=cfg.run.seed), dev, cfg.mcts.precision,
+                                    cfg.mcts.channels_last)
     if workers:
         return _bench_pool(cfg, config_name, str(dev), evaluator, workers, seconds, warmup_s)
     warn_pipeline_on_cpu(cfg.selfplay.pipeline, evaluator)

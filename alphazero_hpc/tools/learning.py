@@ -68,7 +68,8 @@ def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: fl
 
 
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0",
-         "mcts.mate_in_one=false", "model.attack_planes=false", "model.tactic_planes=false", "model.se_ratio=0")
+         "mcts.mate_in_one=false", "model.attack_planes=false", "model.tactic_planes=false", "model.se_ratio=0",
+         "mcts.leaf_capture_value=0")
 ARMS: dict[str, tuple[str, ...]] = {
     "puct": (*_PUCT, *_SMALL, *_training()),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
     "gumbel8": (*_gumbel(8, 0), *_SMALL, *_training()),
