@@ -120,7 +120,8 @@ class MCTSConfig:
     precision: Precision = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
                              # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX), float32
     channels_last: bool = True  # on CPU, the network's weights and batches in channels-last layout (NHWC): the same
-                                # outputs, 1.1-1.4x the evaluations/s of the 4x64 net in bf16 (docs/performance.md)
+                                # outputs; learn.yaml's bf16 search 1.20x the simulations/s, float32 unchanged
+                                # (docs/performance.md)
     move_generator: MoveGenerator = "compiled"  # the search's positions: compiled (game/_movegen.c) or python-chess (the
                                       # reference: the same games, slower; for checks and A/B benchmarks)
 
