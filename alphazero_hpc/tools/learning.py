@@ -146,6 +146,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # move gets one visit: its q is the value of the position after it, where the opponent can take what it left
     # hanging. With the gain in the leaf value that one visit sees the loss, so the improved policy (the policy
     # target), the root's value (mixed into the value targets) and the rated network's play all avoid it.
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-26): 537 [448, 627] (24 generations) against 4x64-attacks' 642
+    # [552, 733] (26) side by side on the same machine: no gain, likely a loss; kept as a measured negative
     "4x64-capture": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6), "mcts.mate_in_one=true",
                      "model.attack_planes=true", "mcts.leaf_capture_value=0.5"),
 }
