@@ -177,7 +177,9 @@ def test_pool_benchmark_reports_where_the_workers_time_goes():
     assert r.simulations > 0 and r.network_threads is None  # a fake evaluator: nothing to tune
     shares = r.worker_time
     assert set(shares) == {"network_wait", "rules", "tree", "encode"}
-    assert all(0 <= v <= 1.05 for v in shares.values()) and 0.5 < sum(shares.values()) <= 1.1  # counters lag a step
+    # shares of the window's wall time; the counters lag a step, and on a loaded machine (a rating beside the suite
+    # read 0.35) much of a worker's window can pass off the CPU between counted phases: no lower bound but > 0
+    assert all(0 <= v <= 1.05 for v in shares.values()) and 0 < sum(shares.values()) <= 1.1
     assert shares["rules"] > 0 and r.cpu_us_per_simulation_outside_network > 0
     assert len(r.cpu_workers) == 2 and all(c > 0.1 for c in r.cpu_workers)
     assert "search workers' time" in r.render() and "CPU cores used" in r.render()
