@@ -104,7 +104,8 @@ class MCTSConfig:
                                # root (Gumbel or PUCT) plays such a mate: the search sees a mate one move past each leaf
     leaf_capture_value: float = 0.0  # a leaf's value gains this much logit (atanh) per pawn that its side to move can
                                      # win at once by one capture (game.attacks.capture_gain, a static estimate from
-                                     # the rules); 0 is AlphaZero: the network's value alone
+                                     # the rules); 0 is AlphaZero: the network's value alone. Arm 4x64-capture
+                                     # (0.5) rated below the base at 1 CPU-hour (docs/evaluation.md)
     algorithm: Algorithm = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
                              # target at the root (search/gumbel.py); learns with few simulations
     gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)
