@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-
-
 import time
 
 import numpy as np
