@@ -232,6 +232,8 @@ class TrainConfig:
                                # written; by default it is deleted then, as nothing reads it again
     value_target_q_ratio: float = 0.0  # value target = (1 - r) * game result + r * the search's root value
                                        # (lc0's q_ratio), as a win/draw/loss distribution; 0: the result alone
+    value_target_horizon: int = 0  # > 0: that root value is taken this many plies later in the same game (the first
+                                   # recorded position that far on; the result past the last); 0: the position's own
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -247,6 +249,9 @@ class TrainConfig:
         _check(self.loader_workers >= 0, "train.loader_workers", "must be >= 0")
         _check(0.0 < self.min_selfplay_fraction <= 1.0, "train.min_selfplay_fraction", "must be in (0, 1]")
         _check(0.0 <= self.value_target_q_ratio <= 1.0, "train.value_target_q_ratio", "must be in [0, 1]")
+        _check(0 <= self.value_target_horizon <= 1000, "train.value_target_horizon", "must be in [0, 1000] plies")
+        _check(self.value_target_horizon == 0 or self.value_target_q_ratio > 0, "train.value_target_horizon",
+               "needs train.value_target_q_ratio > 0 (the share of the target that the later value is)")
 
 
 @dataclass(frozen=True)

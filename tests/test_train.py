@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -288,3 +289,57 @@ def test_pretraining_lr_schedules():
     assert all(a >= b for a, b in zip(decay, decay[1:])) and decay[-1] == pytest.approx(0.01)
     assert cosine(524) == pytest.approx(0.505, abs=0.01)  # half way through the decay
     assert [lr_factor(1000, 3, "cosine")(s) for s in (0, 500, 999)] == [1.0] * 3
+
+
+def _later_by_hand(game, ply, root, result, horizon):
+    """later_value's definition, one row at a time."""
+    out = []
+    for i in range(len(game)):
+        ahead = [j for j in range(len(game)) if game[j] == game[i] and ply[j] >= ply[i] + horizon]
+        if not ahead:
+            out.append(float(result[i]))
+            continue
+        j = min(ahead, key=lambda k: ply[k])
+        out.append(float(root[j]) * (1 if (ply[j] - ply[i]) % 2 == 0 else -1))
+    return np.array(out, np.float32)
+
+
+def test_later_value_reads_the_same_game_further_on_from_the_rows_side():
+    from types import SimpleNamespace
+    from alphazero_hpc.train.data import later_value
+
+    # one game, plies 0 1 3 4 recorded: ply 0 reads ply 3 (other side to move: negated), ply 1 reads ply 3 as it is
+    # stored, plies 3 and 4 have nothing 2 plies on and read the result
+    one = SimpleNamespace(game_id=np.zeros(4, np.uint32), ply=np.array([0, 1, 3, 4], np.uint16),
+                          root_value=np.array([0.1, 0.2, 0.5, -0.3], np.float16), value_target=np.array([1, -1, -1, 1], np.int8))
+    np.testing.assert_allclose(later_value(one, 2), [-0.5, 0.5, -1.0, 1.0], atol=1e-3)
+    # many interleaved games, rows shuffled, plies with gaps: the same as the definition row by row
+    rng = np.random.default_rng(5)
+    game = np.repeat(np.arange(7), 30)
+    ply = np.concatenate([np.sort(rng.choice(120, 30, replace=False)) for _ in range(7)])
+    perm = rng.permutation(len(game))
+    data = SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
+                           root_value=rng.uniform(-1, 1, len(game)).astype(np.float16),
+                           value_target=rng.integers(-1, 2, len(game)).astype(np.int8))
+    for horizon in (1, 4, 9):
+        want = _later_by_hand(data.game_id, data.ply, data.root_value, data.value_target, horizon)
+        np.testing.assert_allclose(later_value(data, horizon), want, atol=1e-6)
+
+
+def test_value_target_horizon_reaches_the_batches(dataset, monkeypatch):
+    """The loader's value targets with ``train.value_target_horizon``: (1 - r) * result + r * the later value."""
+    import alphazero_hpc.train.data as loader
+    from alphazero_hpc.store.shards import read_shard
+    from alphazero_hpc.train.data import WindowDataset, later_value
+
+    refs = replay_window(dataset, 0, 1)[:1]
+    data = read_shard(Path(refs[0].path))[0]
+    data.root_value[:] = np.random.default_rng(0).uniform(-1, 1, len(data)).astype(np.float16)  # uniform net: all 0
+    ds = WindowDataset(BatchPlan(refs, len(data), seed=(0,)), q_ratio=0.5, horizon=3)
+    ds_rows = next(iter(BatchPlan(refs, len(data), seed=(0,)).batches()))[2]
+    monkeypatch.setattr(loader, "read_shard", lambda path: (data, {}))  # these root values, not the shard's
+    batch = next(iter(ds))
+    wdl = batch["wdl"].numpy()
+    expect = 0.5 * data.value_target[ds_rows].astype(np.float32) + 0.5 * later_value(data, 3)[ds_rows]
+    np.testing.assert_allclose(wdl[:, 0] - wdl[:, 2], expect, atol=1e-5)
+    assert np.abs(later_value(data, 3) - data.root_value.astype(np.float32)).max() > 0.1  # it is not the row's own

@@ -141,10 +141,12 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0) -> dict[str, np.ndarray]:
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0,
+           horizon: int = 0) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
     (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
-    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
+    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value. With
+    ``horizon`` > 0, q is the root value ``horizon`` plies later in the same game (``later_value``)."""
     from ..game.encoding import PositionBatch
 
     pos = data.positions
@@ -156,8 +158,27 @@ def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int
     return {
         "planes": encode_batch(batch, attacks=attacks),
         "policy": policy,
-        "wdl": wdl_target(data.value_target[rows], data.root_value[rows], q_ratio),
+        "wdl": wdl_target(data.value_target[rows], later_value(data, horizon)[rows] if horizon else data.root_value[rows],
+                          q_ratio),
     }
+
+
+def later_value(data: ShardData, horizon: int) -> np.ndarray:
+    """[N] float32: for each row, the search's root value of the first recorded position of its game at least
+    ``horizon`` plies on, from the row's side to move (negated across an odd number of plies); where the game has
+    no recorded position that far on, the game's result. A target that has seen the next few moves happen: a piece
+    left en prise at the row is taken by then, and the value of the position after the capture knows the material.
+    Rows of one game need not be contiguous or in order; games are told apart by ``game_id`` within ``data``."""
+    game = data.game_id.astype(np.int64)
+    ply = data.ply.astype(np.int64)
+    key = (game << 32) | ply
+    order = np.argsort(key, kind="stable")
+    at = np.searchsorted(key[order], key + horizon)
+    later = order[np.minimum(at, len(key) - 1)]
+    found = (at < len(key)) & (game[later] == game)
+    sign = np.where((ply[later] - ply) % 2 == 0, 1.0, -1.0)
+    value = np.where(found, sign * data.root_value[later].astype(np.float32), data.value_target.astype(np.float32))
+    return value.astype(np.float32)
 
 
 def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float) -> np.ndarray:
@@ -173,12 +194,14 @@ def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float)
 class WindowDataset(IterableDataset):
     """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
 
-    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: int = 0) -> None:
+    def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: int = 0,
+                 horizon: int = 0) -> None:
         self.plan = plan
         self.start = start
         self.cache = cache
         self.q_ratio = q_ratio
         self.attacks = attacks
+        self.horizon = horizon
 
     def __iter__(self) -> Iterator[dict]:
         info = get_worker_info()
@@ -205,7 +228,7 @@ class WindowDataset(IterableDataset):
                         bad.append(f"{exc} (set aside as .bad and skipped)")
                 data = loaded[sid]
                 if data is not None:
-                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks))
+                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks, self.horizon))
             out = {"number": number, "bad": bad, "rows": len(rows)}
             bad = []
             if parts:
@@ -214,10 +237,10 @@ class WindowDataset(IterableDataset):
 
 
 def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: int = 0,
-                pin: bool = False) -> DataLoader:
+                pin: bool = False, horizon: int = 0) -> DataLoader:
     """The rank's batches from batch ``start`` on; ``pin``: in page-locked memory (a CUDA rank), so that copying a
     batch to the GPU overlaps the step instead of waiting for it."""
-    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks), batch_size=None, num_workers=workers,
+    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks, horizon=horizon), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None, pin_memory=pin,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
 

@@ -219,7 +219,7 @@ class Trainer:
         stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio, self.cfg.model.attack_sets,
-                                  pin=self.device.type == "cuda"))
+                                  pin=self.device.type == "cuda", horizon=self.cfg.train.value_target_horizon))
         total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
         threads = StepThreads(self.device.type == "cpu", log=self.log)
         t_last = time.perf_counter()
