@@ -380,7 +380,7 @@ class Trainer:
         """Rank 0 writes the next generation's network (with its optimizer moments and metrics)."""
         if s.tb is not None:
             s.tb.close()
-        digest = sum(float(p.double().sum()) for p in s.model.parameters())
+        digest = sum(float(p.detach().double().sum()) for p in s.model.parameters())
         print(f"[train rank {self.env.rank}] finished {s.step} steps, weight sum {digest:.10e}", flush=True)
         if self.env.master:
             save_checkpoint(self.out, s.model, self.generation + 1,
