@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -141,12 +141,10 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0,
-           horizon: int = 0) -> dict[str, np.ndarray]:
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
     (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
-    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value. With
-    ``horizon`` > 0, q is the root value ``horizon`` plies later in the same game (``later_value``)."""
+    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
     from ..game.encoding import PositionBatch
 
     pos = data.positions
@@ -158,8 +156,7 @@ def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int
     return {
         "planes": encode_batch(batch, attacks=attacks),
         "policy": policy,
-        "wdl": wdl_target(data.value_target[rows], later_value(data, horizon)[rows] if horizon else data.root_value[rows],
-                          q_ratio),
+        "wdl": wdl_target(data.value_target[rows], data.root_value[rows], q_ratio),
     }
 
 
@@ -222,13 +219,15 @@ class WindowDataset(IterableDataset):
                         loaded[sid] = read_shard(Path(ref.path))[0]
                         if len(loaded[sid]) != ref.rows:
                             raise ShardError(ref.path, f"{len(loaded[sid])} rows, its sidecar says {ref.rows}")
+                        if self.horizon:  # once per shard read: the root value that decode mixes in is the later one
+                            loaded[sid] = replace(loaded[sid], root_value=later_value(loaded[sid], self.horizon))
                     except ShardError as exc:
                         loaded[sid] = None
                         quarantine(Path(ref.path))
                         bad.append(f"{exc} (set aside as .bad and skipped)")
                 data = loaded[sid]
                 if data is not None:
-                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks, self.horizon))
+                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks))
             out = {"number": number, "bad": bad, "rows": len(rows)}
             bad = []
             if parts:
