@@ -168,7 +168,7 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
                    "6x64-rr8 (4x64-rr8 with 6 blocks), 4x64-convert (4x64-rr8 that plays won "
                    "positions out: adjudicated wins taught as wins half the time, games to ply 160), 4x64-mate (4x64-rr8 "
                    "with mcts.mate_in_one), 4x64-attacks (4x64-mate with model.attack_planes: configs/learn.yaml), "
-                   "4x64-tactics (4x64-attacks with model.tactic_planes), 4x64-se (4x64-attacks with model.se_ratio=4), 4x64-m4 (4x64-attacks considering 4 root moves), 4x64-qi (4x64-attacks whose value targets use the improved policy's q), 4x64-capture (4x64-attacks whose search adds to each leaf's value the material a capture wins there, mcts.leaf_capture_value), 4x64-td4 (4x64-attacks whose value targets mix in the root value 4 plies later, train.value_target_horizon=4).")
+                   "4x64-tactics (4x64-attacks with model.tactic_planes), 4x64-se (4x64-attacks with model.se_ratio=4), 4x64-m4 (4x64-attacks considering 4 root moves), 4x64-qi (4x64-attacks whose value targets use the improved policy's q), 4x64-capture (4x64-attacks whose search adds to each leaf's value the material a capture wins there, mcts.leaf_capture_value), 4x64-td4 (4x64-attacks whose value targets mix in the root value 4 plies later, train.value_target_horizon=4), 4x64-lr2 (4x64-attacks at train.lr=0.1), 4x64-t16 (4x64-attacks sampling moves for 16 plies, not 40).")
 @click.option("--games", type=click.IntRange(min=2), default=40, show_default=True,
               help="Games of each arm's last network against random, greedy and Stockfish.")
 @click.option("--ladder-games", type=click.IntRange(min=2), default=10, show_default=True,

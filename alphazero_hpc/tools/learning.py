@@ -163,6 +163,16 @@ ARMS: dict[str, tuple[str, ...]] = {
     # [612, 790] (24) side by side on the same machine: no gain; kept as a measured negative
     "4x64-td4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6, horizon=4),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 4x64-attacks at twice the learning rate (train.lr=0.1 per 256 samples). A rate that fell over the run cost
+    # ~300 on the scale (4x64-decay), so the rate is a strong lever and the constant 0.05 may be below the best;
+    # the 1- and 2-CPU-hour points of 4x64-attacks differ by only 7-30, as if the net stopped following its data.
+    "4x64-lr2": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true", "train.lr=0.1"),
+    # 4x64-attacks whose games sample moves for their first 16 plies instead of 40 (selfplay.temperature_plies).
+    # Games last ~100 plies: with 40 noisy plies a game's result, half of every value target, says as much about the
+    # sampled opening moves as about the positions after them; 16 plies still open 128 games a generation differently.
+    "4x64-t16": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true", "selfplay.temperature_plies=16"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
