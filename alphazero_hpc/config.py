@@ -69,6 +69,9 @@ class ModelConfig:
     value_hidden: int = 64  # width of the value head's hidden layer
     attack_planes: bool = False  # 4 more input planes from the rules: squares each side attacks, pieces en prise
     tactic_planes: bool = False  # 4 more after those (needs attack_planes): pinned pieces, squares attacked twice
+    material_head: bool = False  # a third head, read in training only: how much material the side to move gains over
+                                 # the next train.material_horizon plies of its game (an auxiliary target, as KataGo's
+                                 # ownership: it teaches the tower what is about to be taken; search never calls it)
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -234,6 +237,9 @@ class TrainConfig:
                                        # (lc0's q_ratio), as a win/draw/loss distribution; 0: the result alone
     value_target_horizon: int = 0  # > 0: that root value is taken this many plies later in the same game (the first
                                    # recorded position that far on; the result past the last); 0: the position's own
+    material_horizon: int = 4  # model.material_head's target: the material balance this many plies on (the first
+                               # recorded position that far on; the game's last one past its end) less the row's own
+    material_weight: float = 1.0  # weight of that head's loss (Huber, in units of 3 pawns) in the training loss
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -252,6 +258,8 @@ class TrainConfig:
         _check(0 <= self.value_target_horizon <= 1000, "train.value_target_horizon", "must be in [0, 1000] plies")
         _check(self.value_target_horizon == 0 or self.value_target_q_ratio > 0, "train.value_target_horizon",
                "needs train.value_target_q_ratio > 0 (the share of the target that the later value is)")
+        _check(1 <= self.material_horizon <= 1000, "train.material_horizon", "must be in [1, 1000] plies")
+        _check(0 <= self.material_weight <= 100, "train.material_weight", "must be in [0, 100]")
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,8 @@ def test_run_config_is_written_once_and_then_authoritative(tmp_path):
     ("mcts.leaf_capture_value=.nan", "finite"),
     ("train.value_target_horizon=-1", r"\[0, 1000\]"),
     ("train.value_target_horizon=4", "needs train.value_target_q_ratio > 0"),  # the default ratio 0 ignores it
+    ("train.material_horizon=0", r"\[1, 1000\]"),
+    ("train.material_weight=-1", r"\[0, 100\]"),
     ("slurm.selfplay_time_min=1", "below the shortest time limit"),
     ("slurm.partition=gpu #x", "only letters"),
 ])

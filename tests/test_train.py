@@ -343,3 +343,79 @@ def test_value_target_horizon_reaches_the_batches(dataset, monkeypatch):
     expect = 0.5 * data.value_target[ds_rows].astype(np.float32) + 0.5 * later_value(data, 3)[ds_rows]
     np.testing.assert_allclose(wdl[:, 0] - wdl[:, 2], expect, atol=1e-5)
     assert np.abs(later_value(data, 3) - data.root_value.astype(np.float32)).max() > 0.1  # it is not the row's own
+
+
+def test_white_material_counts_the_pieces_as_python_chess_does():
+    import random
+
+    import chess
+
+    from alphazero_hpc.game.encoding import batch_from_chains, chain_for_board
+    from alphazero_hpc.game.rules import material_balance
+    from alphazero_hpc.train.data import white_material
+
+    rng, boards = random.Random(3), []
+    for _ in range(40):
+        board = chess.Board()
+        for _ in range(rng.randrange(0, 160)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(rng.choice(moves))
+        boards.append(board)
+    batch = batch_from_chains([chain_for_board(b, 2) for b in boards], 2)
+    want = [material_balance(b) for b in boards]
+    assert len(set(want)) > 5  # the games differ in material, or the check proves little
+    np.testing.assert_array_equal(white_material(batch.bitboards), want)
+
+
+def _gain_by_hand(game, ply, white, turn, horizon):
+    """material_gain's definition, one row at a time."""
+    out = []
+    for i in range(len(game)):
+        same = [j for j in range(len(game)) if game[j] == game[i]]
+        ahead = [j for j in same if ply[j] >= ply[i] + horizon]
+        j = min(ahead, key=lambda k: ply[k]) if ahead else max(same, key=lambda k: ply[k])
+        out.append((white[j] - white[i]) * (1 if turn[i] else -1))
+    return np.array(out, np.float32)
+
+
+def test_material_gain_reads_the_same_game_further_on_from_the_rows_side(monkeypatch):
+    from types import SimpleNamespace
+
+    import alphazero_hpc.train.data as loader
+
+    rng = np.random.default_rng(8)
+    game = np.repeat(np.arange(6), 25)
+    ply = np.concatenate([np.sort(rng.choice(100, 25, replace=False)) for _ in range(6)])
+    perm = rng.permutation(len(game))
+    white = rng.integers(-12, 13, len(game)).astype(np.float32)
+    data = SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
+                           positions=SimpleNamespace(bitboards=white, turn=rng.integers(0, 2, len(game)).astype(bool)))
+    monkeypatch.setattr(loader, "white_material", lambda bitboards: bitboards)  # the balances above, per row
+    for horizon in (1, 4, 30):
+        want = _gain_by_hand(data.game_id, data.ply, white, data.positions.turn, horizon)
+        np.testing.assert_array_equal(loader.material_gain(data, horizon), want)
+    assert np.abs(loader.material_gain(data, 4)).max() > 0
+
+
+def test_the_material_head_learns_its_target_and_search_never_sees_it(tmp_path):
+    """model.material_head: training reads a third output and logs its loss, which falls on a fixed set of positions;
+    the network's plain forward (what search and evaluation call) returns policy and value only."""
+    extra = ["model.material_head=true", "train.replay_ratio=20", "train.lr=0.1"]
+    paths = make_run(tmp_path, extra)
+    res = train(tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = metric_rows(paths)
+    first = sum(r["material_loss"] for r in rows[:5]) / 5
+    last = sum(r["material_loss"] for r in rows[-5:]) / 5
+    assert last < 0.7 * first, (first, last)
+    model, _ = load_model(paths.model(1))
+    model.eval()
+    x = torch.zeros(3, *model.stem[0].weight.shape[1:2], 8, 8)
+    assert len(model(x)) == 2 and model(x, material=True)[2].shape == (3,)
+    from alphazero_hpc.net.model import build_model
+
+    plain = build_model(load_config(None, []).model)
+    with pytest.raises(ValueError, match="no material head"):
+        plain(torch.zeros(1, *plain.stem[0].weight.shape[1:2], 8, 8), material=True)

@@ -2,7 +2,8 @@
 
 Input  [B, 14 * history + 7 (+ 4 attack planes), 8, 8] float32 planes (see ``encoding``).
 Output policy logits [B, 4672] (plane * 64 + square, the 73 planes of a 1x1 convolution flattened) and
-value logits [B, 3] over (win, draw, loss) for the side to move.
+value logits [B, 3] over (win, draw, loss) for the side to move. With ``model.material_head``, training also asks
+for a third output: [B] the material the side to move gains over the next few plies, in units of 3 pawns.
 """
 
 from __future__ import annotations
@@ -56,11 +57,20 @@ class AlphaZeroNet(nn.Module):
         )
         self.value_conv = nn.Sequential(nn.Conv2d(c, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
         self.value_fc = nn.Sequential(nn.Linear(32 * 64, cfg.value_hidden), nn.ReLU(), nn.Linear(cfg.value_hidden, 3))
+        self.material = nn.Sequential(
+            nn.Conv2d(c, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.Flatten(),
+            nn.Linear(32 * 64, cfg.value_hidden), nn.ReLU(), nn.Linear(cfg.value_hidden, 1)
+        ) if cfg.material_head else None
 
-    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, planes: torch.Tensor, material: bool = False) -> tuple[torch.Tensor, ...]:
+        """(policy, value), or with ``material`` (training, ``model.material_head``) (policy, value, material)."""
         x = self.tower(self.stem(planes))
         policy = self.policy(x).flatten(1)  # [B, 73 * 64]: plane-major, matching encoding.move_index
         value = self.value_fc(self.value_conv(x).flatten(1))  # [B, 3] win/draw/loss logits
+        if material:
+            if self.material is None:
+                raise ValueError("this network has no material head (model.material_head: false)")
+            return policy, value, self.material(x).squeeze(1)
         return policy, value
 
 

@@ -177,9 +177,18 @@ ARMS: dict[str, tuple[str, ...]] = {
     # over the moves to [0, 1] and multiplies by (c_visit + max visits) * c_scale: at 16 simulations, one visit per
     # move, the best q gets 51 logits over the worst and the policy target is close to one-hot on the move whose
     # single value-head reading is highest, the reading that is wrong where captures are pending. At 0.1 (5 logits)
-    # the target still moves toward q but keeps the prior's ranking of close moves.
+    # the target still moves toward q but keeps the prior's ranking of close moves. Not measured yet (its first run
+    # was stopped at 0.05 CPU-hours to make room for 4x64-material).
     "4x64-cs01": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                   "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_c_scale=0.1"),
+    # 4x64-attacks with a third head trained to predict the material that the side to move gains over the next 4
+    # plies of its game (model.material_head; train.material_horizon 4, train.material_weight 1). The value and the
+    # search stay as they are; the tower must learn what is about to be taken (KataGo's ownership and score heads
+    # teach its tower the same way). The 717 network's value head knew the material on the board, not the material
+    # about to change hands, and the levers that changed the value target (4x64-td4) or the search (4x64-capture)
+    # did not help.
+    "4x64-material": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
+                      "mcts.mate_in_one=true", "model.attack_planes=true", "model.material_head=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..game.encoding import NUM_MOVES, encode_batch
+from ..game.rules import PIECE_VALUES
 from ..errors import AzhpcError, ShardError, ShardSchemaError
 from ..arrays import ragged_ranges
 from ..store.paths import RunPaths
@@ -141,10 +142,12 @@ class BatchPlan:
             epoch += 1
 
 
-def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0) -> dict[str, np.ndarray]:
+def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int = 0,
+           material: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Network inputs and targets of ``rows`` of ``data``. The value target is the game's result as a class
     (0 win, 1 draw, 2 loss); with ``q_ratio`` > 0 a win/draw/loss distribution mixing it with the search's root
-    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value."""
+    value q: (1 - r) * result + r * (max(q, 0), 1 - |q|, max(-q, 0)), whose expectation is the mixed value.
+    ``material`` ([len(data)], ``material_gain``): its rows become the material head's target, in units of 3 pawns."""
     from ..game.encoding import PositionBatch
 
     pos = data.positions
@@ -153,29 +156,60 @@ def decode(data: ShardData, rows: np.ndarray, q_ratio: float = 0.0, attacks: int
     flat = ragged_ranges(data.policy_offset[rows], counts)
     policy = np.zeros((len(rows), NUM_MOVES), np.float32)
     policy[np.repeat(np.arange(len(rows)), counts), data.policy_index[flat].astype(np.int64)] = data.policy_prob[flat]
-    return {
+    out = {
         "planes": encode_batch(batch, attacks=attacks),
         "policy": policy,
         "wdl": wdl_target(data.value_target[rows], data.root_value[rows], q_ratio),
     }
+    if material is not None:
+        out["material"] = material[rows] / 3.0
+    return out
+
+
+def _later_rows(data: ShardData, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row: the row of the first recorded position of its game at least ``horizon`` plies on, whether
+    there is one, and the game's last recorded row (the row itself or later). Rows of one game need not be
+    contiguous or in order; games are told apart by ``game_id`` within ``data``."""
+    game = data.game_id.astype(np.int64)
+    key = (game << 32) | data.ply.astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    at = np.searchsorted(key[order], key + horizon)
+    later = order[np.minimum(at, len(key) - 1)]
+    found = (at < len(key)) & (game[later] == game)
+    last = order[np.searchsorted(key[order], (game << 32) | 0xFFFFFFFF, side="right") - 1]
+    return later, found, last
 
 
 def later_value(data: ShardData, horizon: int) -> np.ndarray:
     """[N] float32: for each row, the search's root value of the first recorded position of its game at least
     ``horizon`` plies on, from the row's side to move (negated across an odd number of plies); where the game has
     no recorded position that far on, the game's result. A target that has seen the next few moves happen: a piece
-    left en prise at the row is taken by then, and the value of the position after the capture knows the material.
-    Rows of one game need not be contiguous or in order; games are told apart by ``game_id`` within ``data``."""
-    game = data.game_id.astype(np.int64)
+    left en prise at the row is taken by then, and the value of the position after the capture knows the material."""
+    later, found, _ = _later_rows(data, horizon)
     ply = data.ply.astype(np.int64)
-    key = (game << 32) | ply
-    order = np.argsort(key, kind="stable")
-    at = np.searchsorted(key[order], key + horizon)
-    later = order[np.minimum(at, len(key) - 1)]
-    found = (at < len(key)) & (game[later] == game)
     sign = np.where((ply[later] - ply) % 2 == 0, 1.0, -1.0)
     value = np.where(found, sign * data.root_value[later].astype(np.float32), data.value_target.astype(np.float32))
     return value.astype(np.float32)
+
+
+def white_material(bitboards: np.ndarray) -> np.ndarray:
+    """[N] float32: White's material minus Black's in pawns (P 1, N 3, B 3, R 5, Q 9) of the newest position of
+    each row of ``bitboards`` [N, H, 8] (``PositionBatch``: P, N, B, R, Q, K, white, black)."""
+    now = bitboards[:, 0, :]
+    white, black = now[:, 6:7], now[:, 7:8]
+    counts = np.bitwise_count(now[:, :5] & white).astype(np.float32) - np.bitwise_count(now[:, :5] & black)
+    return counts @ PIECE_VALUES[:5]
+
+
+def material_gain(data: ShardData, horizon: int) -> np.ndarray:
+    """[N] float32: for each row, the material balance of the first recorded position of its game at least
+    ``horizon`` plies on (the game's last recorded position where there is none that far), less the row's own, in
+    pawns from the row's side to move: positive where the side to move wins material over the next plies.
+    ``model.material_head``'s target."""
+    later, found, last = _later_rows(data, horizon)
+    white = white_material(data.positions.bitboards)
+    gain = white[np.where(found, later, last)] - white
+    return np.where(data.positions.turn, gain, -gain).astype(np.float32)
 
 
 def wdl_target(value_target: np.ndarray, root_value: np.ndarray, q_ratio: float) -> np.ndarray:
@@ -192,19 +226,21 @@ class WindowDataset(IterableDataset):
     """Batches of one rank, from batch ``start`` on. Each item is a dict of tensors plus ``bad`` shard notes."""
 
     def __init__(self, plan: BatchPlan, start: int = 0, cache: int = 16, q_ratio: float = 0.0, attacks: int = 0,
-                 horizon: int = 0) -> None:
+                 horizon: int = 0, material_horizon: int = 0) -> None:
         self.plan = plan
         self.start = start
         self.cache = cache
         self.q_ratio = q_ratio
         self.attacks = attacks
         self.horizon = horizon
+        self.material_horizon = material_horizon  # > 0: batches carry material_gain targets (model.material_head)
 
     def __iter__(self) -> Iterator[dict]:
         info = get_worker_info()
         wid, nworkers = (info.id, info.num_workers) if info else (0, 1)
         os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
         loaded: dict[int, ShardData | None] = {}
+        gains: dict[int, np.ndarray] = {}  # material_gain of each loaded shard, worked out once per read
         bad: list[str] = []
         for number, sids, rows in self.plan.batches(self.start):
             if number % nworkers != wid:
@@ -213,12 +249,15 @@ class WindowDataset(IterableDataset):
             for sid in np.unique(sids):
                 if sid not in loaded:
                     if len(loaded) >= self.cache:
+                        gains.pop(next(iter(loaded)), None)
                         loaded.pop(next(iter(loaded)))
                     ref = self.plan.shards[sid]
                     try:
                         loaded[sid] = read_shard(Path(ref.path))[0]
                         if len(loaded[sid]) != ref.rows:
                             raise ShardError(ref.path, f"{len(loaded[sid])} rows, its sidecar says {ref.rows}")
+                        if self.material_horizon:
+                            gains[sid] = material_gain(loaded[sid], self.material_horizon)
                         if self.horizon:  # once per shard read: the root value that decode mixes in is the later one
                             loaded[sid] = replace(loaded[sid], root_value=later_value(loaded[sid], self.horizon))
                     except ShardError as exc:
@@ -227,7 +266,7 @@ class WindowDataset(IterableDataset):
                         bad.append(f"{exc} (set aside as .bad and skipped)")
                 data = loaded[sid]
                 if data is not None:
-                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks))
+                    parts.append(decode(data, rows[sids == sid], self.q_ratio, self.attacks, gains.get(sid)))
             out = {"number": number, "bad": bad, "rows": len(rows)}
             bad = []
             if parts:
@@ -236,10 +275,11 @@ class WindowDataset(IterableDataset):
 
 
 def make_loader(plan: BatchPlan, start: int, workers: int, q_ratio: float = 0.0, attacks: int = 0,
-                pin: bool = False, horizon: int = 0) -> DataLoader:
+                pin: bool = False, horizon: int = 0, material_horizon: int = 0) -> DataLoader:
     """The rank's batches from batch ``start`` on; ``pin``: in page-locked memory (a CUDA rank), so that copying a
     batch to the GPU overlaps the step instead of waiting for it."""
-    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks, horizon=horizon), batch_size=None, num_workers=workers,
+    return DataLoader(WindowDataset(plan, start, q_ratio=q_ratio, attacks=attacks, horizon=horizon,
+                                    material_horizon=material_horizon), batch_size=None, num_workers=workers,
                       persistent_workers=False, prefetch_factor=4 if workers else None, pin_memory=pin,
                       multiprocessing_context="spawn" if workers else None, worker_init_fn=_worker_init if workers else None)
 

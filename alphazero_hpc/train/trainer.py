@@ -151,6 +151,7 @@ class _StepOutput:
     logits: torch.Tensor
     target_p: torch.Tensor
     grad_norm: torch.Tensor
+    material_loss: torch.Tensor | None = None  # model.material_head's, unweighted
 
 
 class Trainer:
@@ -219,7 +220,8 @@ class Trainer:
         stream = self.generation if self.generation >= 0 else (1 << 32) + self.generation  # seeds are non-negative
         loader = iter(make_loader(BatchPlan(mine, self.local_batch, seed=(self.cfg.run.seed, stream, self.env.rank)),
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio, self.cfg.model.attack_sets,
-                                  pin=self.device.type == "cuda", horizon=self.cfg.train.value_target_horizon))
+                                  pin=self.device.type == "cuda", horizon=self.cfg.train.value_target_horizon,
+                                  material_horizon=self.cfg.train.material_horizon if self.cfg.model.material_head else 0))
         total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
         threads = StepThreads(self.device.type == "cpu", log=self.log)
         t_last = time.perf_counter()
@@ -327,15 +329,20 @@ class Trainer:
         target_p = batch["policy"].to(self.device, non_blocking=True)
         target_v = batch["wdl"].to(self.device, non_blocking=True)
         s.model.train()
+        aux = "material" in batch
         with torch.autocast(self.device.type, dtype=s.amp_dtype or torch.bfloat16, enabled=s.amp_dtype is not None):
-            logits, value = s.forward(x)
+            logits, value, *material = s.forward(x, material=True) if aux else s.forward(x)
         policy_loss, value_loss, logp = alphazero_loss(logits, value, target_p, target_v)
         loss = policy_loss + value_loss
+        material_loss = None
+        if aux:  # model.material_head: the material the side to move gains over the next plies, in 3-pawn units
+            material_loss = F.smooth_l1_loss(material[0].float(), batch["material"].to(self.device, non_blocking=True))
+            loss = loss + self.cfg.train.material_weight * material_loss
         s.opt.zero_grad(set_to_none=True)
         s.scaler.scale(loss).backward()
         s.scaler.unscale_(s.opt)
         grad_norm = torch.nn.utils.clip_grad_norm_(s.model.parameters(), 1e4)
-        return _StepOutput(loss, policy_loss, value_loss, logp, logits, target_p, grad_norm)
+        return _StepOutput(loss, policy_loss, value_loss, logp, logits, target_p, grad_norm, material_loss)
 
     def _agree(self, finite: bool, stop: str) -> tuple[bool, str]:
         """Every rank must agree to skip a step or to stop, or DDP falls out of step."""
@@ -356,6 +363,8 @@ class Trainer:
                "grad_norm": float(out.grad_norm), "lr": s.sched.get_last_lr()[0],
                "samples_per_s": self.cfg.train.batch_size / seconds, "data_wait_share": t_data / seconds,
                "skipped_steps": s.skipped}
+        if out.material_loss is not None:
+            row["material_loss"] = out.material_loss.item()
         self._metric(row)
         if s.tb is not None:
             for key, value in row.items():
@@ -445,8 +454,8 @@ class Trainer:
             return {}
         first, last = lines[:10], lines[-10:]
         mean = lambda rows, k: float(np.mean([r[k] for r in rows]))  # noqa: E731
-        return {k: mean(last, k) for k in ("policy_loss", "value_loss", "top1_agreement")} | {
-            f"first_{k}": mean(first, k) for k in ("policy_loss", "value_loss")}
+        keys = ("policy_loss", "value_loss", "top1_agreement", *(("material_loss",) if "material_loss" in lines[-1] else ()))
+        return {k: mean(last, k) for k in keys} | {f"first_{k}": mean(first, k) for k in ("policy_loss", "value_loss")}
 
 
 def _tensorboard(folder: Path):
