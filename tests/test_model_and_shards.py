@@ -36,12 +36,12 @@ def test_seeded_initial_networks_are_identical():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("se", [0, 4])
-def test_evaluator_folds_batch_norms_into_the_same_function(se):
+@pytest.mark.parametrize("se,material", [(0, False), (4, False), (0, True)])
+def test_evaluator_folds_batch_norms_into_the_same_function(se, material):
     """The evaluator serves the net with each batch norm folded into its convolution: no batch norm is left,
     and a trained-looking net (running statistics and affine weights far from their defaults) answers as the
-    unfolded one does."""
-    net = build_model(ModelConfig(blocks=2, filters=16, se_ratio=se, history=2), seed=3)
+    unfolded one does (with a material head too, which search never reads)."""
+    net = build_model(ModelConfig(blocks=2, filters=16, se_ratio=se, history=2, material_head=material), seed=3)
     gen = torch.Generator().manual_seed(0)
     for m in net.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
