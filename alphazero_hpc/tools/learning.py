@@ -166,11 +166,14 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 4x64-attacks at twice the learning rate (train.lr=0.1 per 256 samples). A rate that fell over the run cost
     # ~300 on the scale (4x64-decay), so the rate is a strong lever and the constant 0.05 may be below the best;
     # the 1- and 2-CPU-hour points of 4x64-attacks differ by only 7-30, as if the net stopped following its data.
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-26): 701 [617, 786] (26 generations), the base's 642-701 over three
+    # runs: no gain; kept as a measured negative
     "4x64-lr2": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true", "train.lr=0.1"),
     # 4x64-attacks whose games sample moves for their first 16 plies instead of 40 (selfplay.temperature_plies).
     # Games last ~100 plies: with 40 noisy plies a game's result, half of every value target, says as much about the
     # sampled opening moves as about the positions after them; 16 plies still open 128 games a generation differently.
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-26): 660 [568, 752] (26 generations): no gain; a measured negative
     "4x64-t16": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true", "selfplay.temperature_plies=16"),
     # 4x64-attacks with a tenth of Gumbel's sigma scale (mcts.gumbel_c_scale=0.1). sigma rescales the completed q
@@ -186,7 +189,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # search stay as they are; the tower must learn what is about to be taken (KataGo's ownership and score heads
     # teach its tower the same way). The 717 network's value head knew the material on the board, not the material
     # about to change hands, and the levers that changed the value target (4x64-td4) or the search (4x64-capture)
-    # did not help.
+    # did not help. Measured at 1 CPU-hour (Intel Xeon, 2026-11-26): 673 [584, 762] (26 generations), against the
+    # base's 642-701: no gain (run before de9f0dd, so its networks were served with batch norms unfolded)
     "4x64-material": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                       "mcts.mate_in_one=true", "model.attack_planes=true", "model.material_head=true"),
 }
