@@ -298,8 +298,8 @@ def compare_selfplay(arms: list[tuple[str, int, Config]], config_name: str, devi
 
 
 def measure_pool(pool, seconds: float, warmup_s: float, during=None) -> dict:  # noqa: ANN001 - a SearchPool
-    """Endless games (a ``bench=True`` pool) for ``warmup_s`` and until the network's CPU threads are tuned, then a
-    measured window of ``seconds`` (inside the context manager ``during``, if given): counts, network time, the
+    """Endless games (a ``bench=True`` pool) for ``warmup_s``, until every worker has searched (at most 2 minutes
+    more) and until the network's CPU threads are tuned, then a measured window of ``seconds`` (inside the context manager ``during``, if given): counts, network time, the
     workers' time split and each process's CPU time."""
     from ..cluster import procs
     from ..selfplay.transport import TIME_SPLIT, SlotCounter
@@ -307,6 +307,9 @@ def measure_pool(pool, seconds: float, warmup_s: float, during=None) -> dict:  #
     pool.start()
     try:
         pool.serve_for(warmup_s)
+        began = time.perf_counter()  # spawned workers import their modules first: seconds on a loaded machine
+        while any(s.counters[SlotCounter.SIMULATIONS] == 0 for s in pool.slots) and time.perf_counter() - began < 120:
+            pool.serve_for(0.2)
         while pool.threads.tuning:
             pool.serve_for(0.2)
         pids = [os.getpid()] + [w.pid for w in pool.workers]
