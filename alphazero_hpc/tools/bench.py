@@ -299,8 +299,8 @@ def compare_selfplay(arms: list[tuple[str, int, Config]], config_name: str, devi
 
 def measure_pool(pool, seconds: float, warmup_s: float, during=None) -> dict:  # noqa: ANN001 - a SearchPool
     """Endless games (a ``bench=True`` pool) for ``warmup_s``, until every worker has searched (at most 2 minutes
-    more) and until the network's CPU threads are tuned, then a measured window of ``seconds`` (inside the context manager ``during``, if given): counts, network time, the
-    workers' time split and each process's CPU time."""
+    more) and until the network's CPU threads are tuned, then a measured window of ``seconds`` (inside the context
+    manager ``during``, if given): counts, network time, the workers' time split and each process's CPU time."""
     from ..cluster import procs
     from ..selfplay.transport import TIME_SPLIT, SlotCounter
 

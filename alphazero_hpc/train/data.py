@@ -173,10 +173,11 @@ def _later_rows(data: ShardData, horizon: int) -> tuple[np.ndarray, np.ndarray, 
     game = data.game_id.astype(np.int64)
     key = (game << 32) | data.ply.astype(np.int64)
     order = np.argsort(key, kind="stable")
-    at = np.searchsorted(key[order], key + horizon)
+    ordered = key[order]
+    at = np.searchsorted(ordered, key + horizon)
     later = order[np.minimum(at, len(key) - 1)]
     found = (at < len(key)) & (game[later] == game)
-    last = order[np.searchsorted(key[order], (game << 32) | 0xFFFFFFFF, side="right") - 1]
+    last = order[np.searchsorted(ordered, (game << 32) | 0xFFFFFFFF, side="right") - 1]
     return later, found, last
 
 
@@ -249,8 +250,9 @@ class WindowDataset(IterableDataset):
             for sid in np.unique(sids):
                 if sid not in loaded:
                     if len(loaded) >= self.cache:
-                        gains.pop(next(iter(loaded)), None)
-                        loaded.pop(next(iter(loaded)))
+                        oldest = next(iter(loaded))
+                        loaded.pop(oldest)
+                        gains.pop(oldest, None)
                     ref = self.plan.shards[sid]
                     try:
                         loaded[sid] = read_shard(Path(ref.path))[0]
