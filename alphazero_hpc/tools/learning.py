@@ -193,6 +193,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     # base's 642-701: no gain (run before de9f0dd, so its networks were served with batch norms unfolded)
     "4x64-material": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                       "mcts.mate_in_one=true", "model.attack_planes=true", "model.material_head=true"),
+    # 4x64-attacks drawing its 8 training samples per new position from the last 12 generations, not 6: from 1 to 2
+    # CPU-hours the base gained ~20 (685-701 -> 708-717), as if it had stopped learning at a ~700 plateau; a window of
+    # 6 generations is ~34 k positions, each seen ~8 times in ~6 generations of a moving target, and a wider window
+    # (AlphaZero's was the last 500 k games) trades fresher targets for more varied ones. Not measured yet.
+    "4x64-w12": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=12),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
