@@ -110,3 +110,28 @@ def test_an_evaluator_on_a_busy_cpu_ends_on_one_thread(monkeypatch):
     want_logits, want_values = TorchEvaluator(net, "cpu", "float32").evaluate(planes)
     np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-5)
+
+
+def test_tuning_is_true_until_the_trials_are_done():
+    tuner = StepThreads(cpu=True, log=lambda line: None)
+    seen = []
+    for _ in range(6):
+        seen.append(tuner.tuning)
+        tuner.before_step()
+        tuner.after_step({1: 0.04, 2: 0.6}[torch.get_num_threads()])
+    assert seen[:3] == [True] * 3 and seen[3:] == [False] * 3 and tuner.threads == 1  # warm step, one clear pair
+    assert StepThreads(cpu=False).tuning is False
+
+
+def test_bench_train_measures_the_trainer_at_the_count_it_would_use(monkeypatch, tmp_path):
+    """`azhpc bench train`'s trainer-alone figure runs at the thread count the trainer's StepThreads keeps (here the
+    count AZHPC_TORCH_THREADS fixes), not torch's default of every core (several times slower on a busy machine)."""
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.tools.bench import bench_train
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AZHPC_TORCH_THREADS", "1")
+    cfg = load_config(None, ["model.blocks=1", "model.filters=8", "train.batch_size=16"])
+    r = bench_train(cfg, workers=0, steps=10, games=4)
+    assert r["trainer_threads"] == 1 and r["trainer_samples_per_s"] > 0 and r["real_run_samples_per_s"] > 0
+    assert torch.get_num_threads() == 1  # the real run's trainer fixed it again after the measurement restored it

@@ -105,7 +105,7 @@ def bench_train_cmd(config_path: Path, overrides: tuple[str, ...], workers: int,
         click.echo(json.dumps(r, indent=1))
         return
     click.echo(f"batch {r['batch_size']}, {r['positions']} positions, {r['loader_workers']} loader workers, on {r['device']} (amp {r['amp']})")
-    click.echo(f"trainer alone          {r['trainer_samples_per_s']:10.0f} samples/s")
+    click.echo(f"trainer alone          {r['trainer_samples_per_s']:10.0f} samples/s  ({r['trainer_threads']} torch thread{'s' if r['trainer_threads'] > 1 else ''}, as the trainer chose)")
     click.echo(f"loader alone           {r['loader_samples_per_s']:10.0f} samples/s  ({r['loader_over_trainer']:.1f}x the trainer)")
     click.echo(f"real run               {r['real_run_samples_per_s']:10.0f} samples/s, waiting for data {r['real_run_data_wait_share']:.1%} of step time")
 

@@ -408,6 +408,7 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
     from ..search.fakes import UniformEvaluator
     from ..net.model import build_model
     from ..store.paths import RunPaths
+    from ..net.cputhreads import StepThreads
     from ..train.trainer import DistEnv, Trainer, alphazero_loss, amp_dtype
     from ..selfplay.task import run_selfplay_task
 
@@ -452,15 +453,30 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
             if device.type == "cuda":
                 torch.cuda.synchronize()
 
-        step()
-        sync()
+        # At the thread count the real run's trainer chooses (StepThreads), not torch's default of every core: with
+        # another process busy, OpenMP threads spinning at barriers make a step several times slower
+        # (docs/performance.md), which the real run below avoids and this figure then did not.
+        given = torch.get_num_threads()
+        threads = StepThreads(device.type == "cpu", log=lambda line: None)
+
+        def timed_step() -> float:
+            threads.before_step()
+            t = time.perf_counter()
+            step()
+            sync()
+            threads.after_step(time.perf_counter() - t)
+            return time.perf_counter() - t
+
+        while threads.tuning:
+            timed_step()
         t0 = time.perf_counter()
         k = 0
         while time.perf_counter() - t0 < 10 and k < steps:
-            step()
+            timed_step()
             k += 1
-        sync()
         train_rate = k * b / (time.perf_counter() - t0)
+        train_threads = threads.threads
+        torch.set_num_threads(given)  # the real run tunes its own count from the same start
         # A real run: the trainer with its loader; the first steps (worker start-up) are left out.
         tcfg = dataclasses.replace(quick.train, replay_ratio=steps * b / rows, checkpoint_every=10**6, loader_workers=workers)
         paths.config.write_text(dataclasses.replace(quick, train=tcfg).to_yaml())
@@ -470,5 +486,6 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         real_rate = float(np.median([m["samples_per_s"] for m in metrics]))
     return {"batch_size": b, "positions": rows, "loader_workers": workers, "device": str(device),
             "amp": str(amp).replace("torch.", "") if amp else "off", "trainer_samples_per_s": train_rate,
+            "trainer_threads": train_threads,
             "loader_samples_per_s": loader_rate, "loader_over_trainer": loader_rate / train_rate,
             "real_run_samples_per_s": real_rate, "real_run_data_wait_share": wait}
