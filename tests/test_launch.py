@@ -885,13 +885,60 @@ def test_slurm_the_controllers_count_of_submitted_records_is_read_for_each_array
     try:
         assert len(user_jobs()) == 3
         assert submit_count() == 3
-        assert queued_records(SLURM_USER) == 3
+        assert queued_records(user=SLURM_USER) == 3
     finally:
         subprocess.run(["scancel", job], check=True)
     deadline = time.time() + 30
     while time.time() < deadline and (submit_count() or user_jobs()):
         time.sleep(1)
     assert submit_count() == 0
+
+
+def test_slurm_jobs_under_another_account_leave_an_associations_room_alone(slurm_cluster, submit_limit, tmp_path):
+    """MaxSubmitJobs=3 on the submitting user's association in its default account, and three held jobs of the same
+    user under a second account: Slurm still takes three more under the default account and refuses a fourth, and
+    the room the product reads follows it (3, then 0), where counting every record of the user would read 0 at once."""
+    from alphazero_hpc.cluster import limits
+
+    side = "azhpcside"
+    account = subprocess.run(["sacctmgr", "-nP", "show", "user", SLURM_USER, "format=DefaultAccount"],
+                             capture_output=True, text=True).stdout.strip()
+    assert account and account != side, f"the submitting user {SLURM_USER} has no default account in the testbed"
+
+    def sacctmgr(*args: str) -> None:
+        subprocess.run(["sacctmgr", "-i", *args], check=True, capture_output=True, text=True)
+
+    def sbatch(*args: str) -> subprocess.CompletedProcess:
+        cmd, env = as_user(["sbatch", "--hold", *args, "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
+        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+
+    sacctmgr("add", "account", side)
+    sacctmgr("add", "user", SLURM_USER, f"account={side}")
+    sacctmgr("modify", "user", "where", f"name={SLURM_USER}", f"account={account}", "set", "MaxSubmitJobs=3")
+    jobs: list[str] = []
+    try:
+        deadline = time.time() + 30  # the controller learns the new association from slurmdbd
+        while (res := sbatch(f"--account={side}", "--array=0-2")).returncode != 0 and time.time() < deadline:
+            time.sleep(1)
+        assert res.returncode == 0, res.stderr
+        jobs.append(res.stdout.split()[-1])
+        found = limits.read_submit_limits(user=SLURM_USER)
+        assert [f.source for f in found if f.account] == [f"MaxSubmitJobs=3 of user {SLURM_USER}'s association in account {account} (sacctmgr)"]
+        assert limits.queued_records(user=SLURM_USER) == 3  # every record of the user: the old, over-counted reading
+        assert limits.room(found)[:1] == (3,)
+        res = sbatch("--array=0-2")
+        assert res.returncode == 0, res.stderr  # Slurm agrees: the side account's jobs do not count here
+        jobs.append(res.stdout.split()[-1])
+        assert limits.room(found)[0] == 0
+        res = sbatch()
+        assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr
+    finally:
+        subprocess.run(["scancel", *jobs], check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and user_jobs():
+            time.sleep(1)
+        sacctmgr("delete", "user", "where", f"name={SLURM_USER}", f"account={side}")
+        sacctmgr("delete", "account", side)
 
 
 def queued_records() -> int:
@@ -971,25 +1018,35 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
 
     cfg = load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true"])
     plan = make_plan(cfg, "slurm", array_size=1001)
+    from alphazero_hpc.cluster import limits
+
     queued = {"n": 0}
-    monkeypatch.setattr(window, "queued_records", lambda: queued["n"])
+    monkeypatch.setattr(limits, "queued_records", lambda limit=None, user=None: queued["n"])
     for jobs, gens in ((None, 2), (100, 2), (13, 2), (7, 1), (6, 1)):
-        monkeypatch.setattr(window, "read_submit_limit", lambda *a, j=jobs, **k: SubmitLimit(j, f"MaxSubmitJobs={j}"))
+        monkeypatch.setattr(window, "read_submit_limits", lambda *a, j=jobs, **k: [SubmitLimit(j, f"MaxSubmitJobs={j}")] if j else [])
         plan2 = make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=2"]), "slurm",
                           array_size=1001)
         assert window.first_window(cfg, plan2).generations == gens, jobs
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(5, "MaxSubmitJobs=5"))
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [SubmitLimit(5, "MaxSubmitJobs=5")])
     with pytest.raises(AzhpcError, match=r"6 records in all, but the site allows 5 \(MaxSubmitJobs=5\): lower --tasks to at most 1"):
         window.first_window(cfg, plan2)
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(3, "MaxSubmitJobs=3"))
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [SubmitLimit(3, "MaxSubmitJobs=3")])
     with pytest.raises(AzhpcError, match=r"one generation needs 4 job records .* allows 3"):
         window.first_window(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
                             make_plan(load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"]),
                                       "slurm", array_size=1001))
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(13, "MaxSubmitJobs=13"))
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [SubmitLimit(13, "MaxSubmitJobs=13")])
     queued["n"] = 11
-    with pytest.raises(AzhpcError, match="11 of your job records count against the limit and the site allows 13"):
+    with pytest.raises(AzhpcError, match=r"11 job records already count against MaxSubmitJobs=13 and one generation needs 4 more; wait for some to finish \(squeue; "):
         window.first_window(cfg, plan2)
+    # two caps: the one with the least room (an account's, 4 of 5 used by others) is not the lowest (3, unused); a
+    # generation of 4 records can never fit under the lowest, and the refusal names that one
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [
+        SubmitLimit(5, "GrpSubmitJobs=5 of account a", account="a"), SubmitLimit(3, "MaxSubmitJobs=3", user="u")])
+    monkeypatch.setattr(limits, "queued_records", lambda limit=None, user=None: 4 if limit.account else 0)
+    one = load_config(TINY, ["slurm.selfplay_tasks=2", "eval.enabled=true", "run.generations=1"])
+    with pytest.raises(AzhpcError, match=r"one generation needs 4 job records .* allows 3 \(MaxSubmitJobs=3\)"):
+        window.first_window(one, make_plan(one, "slurm", array_size=1001))
     assert plan.generations == 2
 
 
@@ -999,7 +1056,6 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
     stage's timeout for it) stops it after the sbatch in flight, and it cancels what it submitted and leaves the
     record as it was (whole generations or nothing); where scancel fails, the jobs stay on record."""
     from alphazero_hpc.cluster import scheduler
-    from alphazero_hpc.cluster.limits import SubmitLimit
     from alphazero_hpc.launch import slurm as slurm_mod, window
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
     from alphazero_hpc.store.runconfig import resolve_run_config
@@ -1008,7 +1064,7 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
     cfg = resolve_run_config(paths, TINY, ["run.generations=3", "slurm.selfplay_tasks=2", "eval.enabled=false"])
     paths.logs.mkdir(parents=True, exist_ok=True)
     before = [JobRecord(0, "selfplay", "100", [0, 2]), JobRecord(0, "train", "101", [0, 1], dependency="afterany:100")]
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(None, "no limit"))
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [])
     cancelled, calls, scancel_works = [], [], [True]
 
     def fake_submit(self, what, ex, submit, array_size):
@@ -1052,8 +1108,10 @@ def test_an_extension_refused_by_the_limit_waits_for_room_then_gives_up_in_one_l
     paths = RunPaths(tmp_path / "run")
     cfg = resolve_run_config(paths, TINY, ["run.generations=2", "slurm.selfplay_tasks=1", "eval.enabled=false"])
     paths.logs.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(3, "MaxSubmitJobs=3"))
-    monkeypatch.setattr(window, "queued_records", lambda: 1)  # the extending training job
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [SubmitLimit(3, "MaxSubmitJobs=3")])
+    from alphazero_hpc.cluster import limits
+
+    monkeypatch.setattr(limits, "queued_records", lambda limit=None, user=None: 1)  # the extending training job
     monkeypatch.setattr(window, "LIMIT_POLL_S", 0.01)
     calls, cancelled, refusals = [], [], [0]
 
@@ -1111,12 +1169,55 @@ def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypat
     assert limits.read_submit_limit(7, user="alice", account="chem").source == "slurm.max_submit_jobs=7"
 
 
+def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
+    """The user's association counts the user's jobs in its account, the account's GrpSubmitJobs every user's jobs in
+    it, a QOS's per-user cap the user's jobs under it, MaxJobCount every job; the window takes the least room. Here
+    alice has 30 jobs under account chem, which do not count against MaxSubmitJobs=40 of her physics association, and
+    bob's 25 and her own 3 under physics count against that account's GrpSubmitJobs=30: 2 records of room, that cap's."""
+    from alphazero_hpc.cluster import limits
+
+    queue = [("alice", "chem", "normal")] * 30 + [("bob", "physics", "normal")] * 25 + [("alice", "physics", "normal")] * 3
+
+    def squeue(args: list[str]) -> str:
+        want = dict(zip(args[::2], args[1::2]))
+        keep = [j for j in queue if want.get("-u", j[0]) == j[0] and want.get("-A", j[1]) == j[1]
+                and want.get("-q", j[2]) == j[2]]
+        return "".join(f"{100 + i}\n" for i in range(len(keep)))
+
+    answers = {
+        "show user alice format=DefaultAccount": "physics\n",
+        "show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS":
+            "physics|40||normal|normal\nchem|200||normal|normal\n",
+        "show assoc where account=physics format=User,GrpSubmit": "|30\nalice|\nbob|\n",
+        "show qos where name=normal format=Name,MaxSubmitPU,GrpSubmit": "normal|50|\n",
+    }
+    assoc_mgr = ("ClusterName=c Account=physics UserName=alice(1000) Partition= GrpSubmitJobs=N(4)\n"
+                 "ClusterName=c Account=chem UserName=alice(1000) Partition= GrpSubmitJobs=N(30)\n")
+
+    def run(cmd: list[str]) -> str:
+        if cmd[0] == "sacctmgr":
+            return answers.get(" ".join(cmd[2:]), "")
+        if cmd[0] == "squeue":
+            assert cmd[:3] == ["squeue", "-h", "-r"] and cmd[-2:] == ["-o", "%i"]
+            return squeue(cmd[3:-2])
+        return assoc_mgr if cmd[:4] == ["scontrol", "-o", "show", "assoc_mgr"] else ""
+
+    monkeypatch.setattr(limits, "run_quietly", run)
+    found = limits.read_submit_limits(user="alice")
+    counts = {f.source.split(" (")[0]: limits.queued_records(f) for f in found}
+    assert counts == {"MaxSubmitJobs=40 of user alice's association in account physics": 4,  # the controller's 4 > squeue's 3
+                      "GrpSubmitJobs=30 of account physics": 28, "MaxSubmitJobsPerUser=50 of QOS normal": 33}
+    free, limit, queued = limits.room(found)
+    assert (free, queued, limit.source) == (2, 28, "GrpSubmitJobs=30 of account physics (sacctmgr)")
+    assert limits.queued_records(user="alice") == 33  # no limit given: every record of the user, as before
+    assert limits.room([]) is None
+
+
 def test_resume_gives_every_training_job_it_keeps_or_submits_its_evaluation(tmp_path, monkeypatch):
     """With eval.enabled, resume leaves a generation with exactly one live evaluation after its live training job: a
     training job submitted again gets a new one (the old one waited for the failed job), a kept training job without
     one (an extension stopped between the two sbatch calls) gets one, and one already waiting is kept."""
     from alphazero_hpc.cluster import scheduler
-    from alphazero_hpc.cluster.limits import SubmitLimit
     from alphazero_hpc.cluster.scheduler import JobState
     from alphazero_hpc.launch import plan as planning, resume as resume_mod, slurm as slurm_mod, window
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord, read_record, write_record
@@ -1140,7 +1241,7 @@ def test_resume_gives_every_training_job_it_keeps_or_submits_its_evaluation(tmp_
     monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
     monkeypatch.setattr(scheduler, "cancel", lambda ids: True)
     monkeypatch.setattr(planning, "detect_cluster", lambda: "slurm")
-    monkeypatch.setattr(window, "read_submit_limit", lambda *a, **k: SubmitLimit(None, "no limit"))
+    monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [])
     jobs = [JobRecord(0, "selfplay", "100", [0, 1]), JobRecord(0, "train", "101", [0, 1], dependency="afterany:100")]
     evaluation = JobRecord(0, "eval", "102", [0, 1], dependency="afterok:101")
     cases = [  # (train state, eval job or None, eval state) -> what resume submits

@@ -5,6 +5,12 @@ A site caps the job records a user may have in the queue (``MaxSubmitJobs`` on t
 one record. ``sbatch`` refuses the job that would cross the cap, so a chain of generations must be submitted a
 window at a time (``launch.window``). The cap is read from ``sacctmgr`` and ``scontrol show config`` where they
 answer; ``slurm.max_submit_jobs`` sets it where they do not (or lowers it).
+
+Each cap counts its own records: a user's association the user's jobs in that account, an account's GrpSubmitJobs
+every user's jobs in it, a QOS's MaxSubmitJobsPerUser the user's jobs under it and its GrpSubmitJobs everyone's,
+MaxJobCount every job of the cluster. ``queued_records(limit)`` counts in the limit's scope, and the room left is the
+least over all caps (``room``): jobs under another account do not shrink the room an association leaves, and other
+users' jobs do shrink an account's.
 """
 
 from __future__ import annotations
@@ -18,31 +24,36 @@ from .scheduler import run_quietly
 
 @dataclass(frozen=True)
 class SubmitLimit:
-    """The most job records (array elements count one each) this user may have queued, and where that was read."""
+    """The most job records (array elements count one each) that may be queued in one scope, and where that was
+    read. The scope: ``user`` (only that user's records; '' for every user's), ``account`` and ``qos`` ('' for any)."""
 
     jobs: int | None  # None: no limit found
-    source: str  # e.g. "MaxSubmitJobs=20 of user alice's association"
+    source: str  # e.g. "MaxSubmitJobs=20 of user alice's association in account physics (sacctmgr)"
+    user: str = ""
+    account: str = ""
+    qos: str = ""
 
     def __str__(self) -> str:
         return self.source if self.jobs is not None else "no submit limit found"
 
 
-def _tightest(found: list[tuple[int, str]]) -> SubmitLimit:
-    if not found:
-        return SubmitLimit(None, "")
-    jobs, source = min(found)
-    return SubmitLimit(jobs, source)
-
-
 def read_submit_limit(configured: int = 0, user: str | None = None, account: str = "", qos: str = "") -> SubmitLimit:
-    """The tightest of: ``configured`` (``slurm.max_submit_jobs``, > 0); MaxSubmitJobs of the user's association in
-    the account the jobs go to (``account``, else the user's default account; every association of the user when
-    neither is known) and GrpSubmitJobs of that account; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs
-    run under (``qos``, else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
+    """The lowest cap of ``read_submit_limits`` (what a refusal message names), or no limit."""
+    found = read_submit_limits(configured, user, account, qos)
+    return min(found, key=lambda limit: limit.jobs or 0) if found else SubmitLimit(None, "")
+
+
+def read_submit_limits(configured: int = 0, user: str | None = None, account: str = "",
+                       qos: str = "") -> list[SubmitLimit]:
+    """Every cap the jobs meet, each with its scope: ``configured`` (``slurm.max_submit_jobs``, > 0, over all the
+    user's records); MaxSubmitJobs and GrpSubmitJobs of the user's association in the account the jobs go to
+    (``account``, else the user's default account; every association of the user when neither is known) and
+    GrpSubmitJobs of that account; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs run under (``qos``,
+    else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
     user = user or getpass.getuser()
-    found: list[tuple[int, str]] = []
+    found: list[SubmitLimit] = []
     if configured > 0:
-        found.append((configured, f"slurm.max_submit_jobs={configured}"))
+        found.append(SubmitLimit(configured, f"slurm.max_submit_jobs={configured}", user=user))
     config = run_quietly(["scontrol", "show", "config"])
     settings = dict((k.strip(), v.strip()) for k, _, v in (line.partition("=") for line in (config or "").splitlines()))
     where = [f"cluster={settings['ClusterName']}"] if settings.get("ClusterName") else []  # one accounting database may serve several
@@ -53,10 +64,10 @@ def read_submit_limit(configured: int = 0, user: str | None = None, account: str
     mine = [r for r in rows if r[0] == account] or rows  # an unknown account: the tightest of them all
     qos_names: set[str] = {q for q in qos.split(",") if q}
     for acct, max_submit, grp_submit, allowed, default_qos in mine:
-        if max_submit.isdigit():
-            found.append((int(max_submit), f"MaxSubmitJobs={max_submit} of user {user}'s association in account {acct} (sacctmgr)"))
-        if grp_submit.isdigit():
-            found.append((int(grp_submit), f"GrpSubmitJobs={grp_submit} of user {user}'s association in account {acct} (sacctmgr)"))
+        for value, what in ((max_submit, "MaxSubmitJobs"), (grp_submit, "GrpSubmitJobs")):
+            if value.isdigit():
+                found.append(SubmitLimit(int(value), f"{what}={value} of user {user}'s association in account {acct} "
+                                                     "(sacctmgr)", user=user, account=acct))
         if not qos:
             qos_names |= {default_qos} if default_qos else {q for q in allowed.split(",") if q}
     for acct in sorted({r[0] for r in mine if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
@@ -64,18 +75,19 @@ def read_submit_limit(configured: int = 0, user: str | None = None, account: str
         for line in (out or "").splitlines():
             who, _, grp = line.partition("|")
             if not who and grp.isdigit():
-                found.append((int(grp), f"GrpSubmitJobs={grp} of account {acct} (sacctmgr)"))
+                found.append(SubmitLimit(int(grp), f"GrpSubmitJobs={grp} of account {acct} (sacctmgr)", account=acct))
     if qos_names:
         out = run_quietly(["sacctmgr", "-nP", "show", "qos", "where", f"name={','.join(sorted(qos_names))}",
                            "format=Name,MaxSubmitPU,GrpSubmit"])
         for line in (out or "").splitlines():
             name, *limits = (line.split("|") + ["", ""])[:3]
-            for value, what in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs")):
+            for value, what, who in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs"), (user, "")):
                 if value.isdigit():
-                    found.append((int(value), f"{what}={value} of QOS {name} (sacctmgr)"))
+                    found.append(SubmitLimit(int(value), f"{what}={value} of QOS {name} (sacctmgr)", user=who, qos=name))
     if settings.get("MaxJobCount", "").isdigit():
-        found.append((int(settings["MaxJobCount"]), f"MaxJobCount={settings['MaxJobCount']} of the cluster (scontrol show config)"))
-    return _tightest(found)
+        found.append(SubmitLimit(int(settings["MaxJobCount"]),
+                                 f"MaxJobCount={settings['MaxJobCount']} of the cluster (scontrol show config)"))
+    return found
 
 
 def _default_account(user: str) -> str:
@@ -84,24 +96,38 @@ def _default_account(user: str) -> str:
     return (out or "").strip().splitlines()[0] if (out or "").strip() else ""
 
 
-def queued_records(user: str | None = None) -> int:
-    """Job records of ``user`` that count against a submit limit now: the higher of squeue's (each array element
-    one, pending ones included) and the controller's own count (``controller_records``), which sbatch checks and
-    which can lag behind a job that has just ended; 0 when neither answers (sbatch then says what the site thinks)."""
-    user = user or getpass.getuser()
-    out = run_quietly(["squeue", "-h", "-r", "-u", user, "-o", "%i"])
+def queued_records(limit: SubmitLimit | None = None, user: str | None = None) -> int:
+    """Job records that count against ``limit`` now (its scope; None: every record of ``user``): the higher of
+    squeue's count (each array element one, pending ones included) and, where the scope is the user's own, the
+    controller's (``controller_records``), which sbatch checks and which can lag behind a job that has just ended;
+    0 when neither answers (sbatch then says what the site thinks)."""
+    limit = limit or SubmitLimit(None, "", user=user or getpass.getuser())
+    scope = [*(["-u", limit.user] if limit.user else []), *(["-A", limit.account] if limit.account else []),
+             *(["-q", limit.qos] if limit.qos else [])]
+    out = run_quietly(["squeue", "-h", "-r", *scope, "-o", "%i"])
     listed = len([line for line in (out or "").splitlines() if line.strip()])
-    return max(listed, controller_records(user) or 0)
+    counted = controller_records(limit.user, limit.account) if limit.user and not limit.qos else None
+    return max(listed, counted or 0)
 
 
-def controller_records(user: str) -> int | None:
+def room(limits: list[SubmitLimit]) -> tuple[int, SubmitLimit, int] | None:
+    """The least room any of ``limits`` leaves now: (records that still fit, that limit, records it counts), or
+    None without a limit."""
+    rooms = [(limit.jobs - queued, limit, queued) for limit in limits if limit.jobs is not None
+             for queued in [queued_records(limit)]]
+    return min(rooms, key=lambda r: r[0]) if rooms else None
+
+
+def controller_records(user: str, account: str = "") -> int | None:
     """The controller's count of ``user``'s submitted job records (``GrpSubmitJobs=limit(count)`` of the user's
-    associations in ``scontrol show assoc_mgr``: what MaxSubmitJobs is checked against), None where it does not say
-    (an older Slurm, or PrivateData hiding it). Slurm 22.05.8 was seen to keep counting a job after requeues
-    (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than sbatch counts."""
+    associations in ``scontrol show assoc_mgr``, those in ``account`` when it is given: what MaxSubmitJobs is checked
+    against), None where it does not say (an older Slurm, or PrivateData hiding it). Slurm 22.05.8 was seen to keep
+    counting a job after requeues (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than
+    sbatch counts."""
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
-    counts = [int(m.group(1)) for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
-              for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]
+    lines = [line for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
+             and (not account or re.search(rf"\bAccount={re.escape(account)}\b", line))]
+    counts = [int(m.group(1)) for line in lines for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]
     return max(counts) if counts else None
 
 

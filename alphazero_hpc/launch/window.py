@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..cluster.limits import SubmitLimit, is_submit_limit, queued_records, read_submit_limit
+from ..cluster.limits import SubmitLimit, is_submit_limit, read_submit_limits, room
 from ..config import Config
 from ..errors import AzhpcError, RunDirError, failure_line
 from ..store.paths import RunPaths
@@ -38,9 +38,10 @@ class Window:
     """How many more generations may be queued now, and why."""
 
     generations: int
-    limit: SubmitLimit
-    queued: int  # the user's job records in the queue when it was measured
+    limit: SubmitLimit  # of the caps the jobs meet, the one that leaves the least room
+    queued: int  # the job records in that limit's scope when it was measured
     per_generation: int
+    cap: SubmitLimit = SubmitLimit(None, "")  # the lowest cap of them all (what no window can exceed)
 
     def describe(self) -> str:
         if self.limit.jobs is None:
@@ -52,11 +53,13 @@ class Window:
 def measure(cfg: Config, plan: LaunchPlan, remaining: int, extra: int = 0) -> Window:
     """The window for ``remaining`` generations still to submit; ``extra`` records go first (pretraining)."""
     per = records_per_generation(plan, cfg)
-    limit = read_submit_limit(cfg.slurm.max_submit_jobs, account=cfg.slurm.account, qos=cfg.slurm.qos)
-    if limit.jobs is None:
-        return Window(remaining, limit, 0, per)
-    queued = queued_records()
-    return Window(max(0, min(remaining, (limit.jobs - queued - extra) // per)), limit, queued, per)
+    limits = read_submit_limits(cfg.slurm.max_submit_jobs, account=cfg.slurm.account, qos=cfg.slurm.qos)
+    least = room(limits)
+    if least is None:
+        return Window(remaining, SubmitLimit(None, ""), 0, per)
+    free, limit, queued = least
+    cap = min(limits, key=lambda c: c.jobs if c.jobs is not None else float("inf"))
+    return Window(max(0, min(remaining, (free - extra) // per)), limit, queued, per, cap)
 
 
 def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
@@ -65,23 +68,29 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
     w = measure(cfg, plan, plan.generations, extra)
     if w.generations == 0:
         need = w.per_generation + extra
-        assert w.limit.jobs is not None
-        if need > w.limit.jobs:
+        assert w.limit.jobs is not None and w.cap.jobs is not None
+        if need > w.cap.jobs:
             raise AzhpcError(f"one generation needs {need} job records ({plan.tasks} self-play tasks, training"
                              f"{', evaluation' if cfg.eval.enabled else ''}{', pretraining' if extra else ''}) but the site "
-                             f"allows {w.limit.jobs} ({w.limit}): lower --tasks to at most "
-                             f"{max(1, w.limit.jobs - need + plan.tasks)} or ask the site for a higher limit")
-        raise AzhpcError(f"{w.queued} of your job records count against the limit and the site allows {w.limit.jobs} "
-                         f"({w.limit}): one generation needs {need} more; wait for some to finish (squeue -u $USER; the "
-                         f"controller's count: scontrol show assoc_mgr users=$USER flags=assoc) and launch again")
+                             f"allows {w.cap.jobs} ({w.cap}): lower --tasks to at most "
+                             f"{max(1, w.cap.jobs - need + plan.tasks)} or ask the site for a higher limit")
+        raise AzhpcError(f"{w.queued} job records already count against {w.limit} and one generation needs {need} "
+                         f"more; wait for some to finish ({_listing(w.limit)}; the controller's count: scontrol show "
+                         f"assoc_mgr users=$USER flags=assoc) and launch again")
     steady = w.per_generation + 1 + int(cfg.eval.enabled)  # a generation beside the extending job and its evaluation
-    if w.limit.jobs is not None and plan.generations > w.generations and steady > w.limit.jobs:
+    if w.cap.jobs is not None and plan.generations > w.generations and steady > w.cap.jobs:
         raise AzhpcError(f"the chain submits a generation ({w.per_generation} job records) from inside a training job, "
                          f"while that job{' and its evaluation' if cfg.eval.enabled else ''} still count, {steady} records "
-                         f"in all, but the site allows {w.limit.jobs} ({w.limit}): lower --tasks to at most "
-                         f"{max(1, w.limit.jobs - steady + plan.tasks)}, or launch at most {max(1, w.generations)} "
+                         f"in all, but the site allows {w.cap.jobs} ({w.cap}): lower --tasks to at most "
+                         f"{max(1, w.cap.jobs - steady + plan.tasks)}, or launch at most {max(1, w.generations)} "
                          f"generation(s) (--generations), or ask the site for a higher limit")
     return w
+
+
+def _listing(limit: SubmitLimit) -> str:
+    """The squeue command that lists the records ``limit`` counts."""
+    return " ".join(["squeue", *(["-u", "$USER"] if limit.user else []), *(["-A", limit.account] if limit.account else []),
+                     *(["-q", limit.qos] if limit.qos else [])])
 
 
 def _cancelled(record: LaunchRecord) -> bool:
@@ -144,7 +153,7 @@ def _extend_once(paths: RunPaths, trained: int) -> list[JobRecord]:
         if w.generations == 0:
             if trained < done_through:  # a newer training job is queued: it extends the chain when it ends
                 return []
-            raise NoRoom(f"no room under the submit limit ({w.limit}, {w.queued} of your job records queued) for "
+            raise NoRoom(f"no room under the submit limit ({w.limit}, {w.queued} job records counted against it) for "
                          f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
                          f"queue")
         chain = SlurmChain(paths, cfg, record.plan)
