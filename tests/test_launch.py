@@ -1037,7 +1037,7 @@ def test_the_first_window_under_a_submit_limit(monkeypatch):
                                       "slurm", array_size=1001))
     monkeypatch.setattr(window, "read_submit_limits", lambda *a, **k: [SubmitLimit(13, "MaxSubmitJobs=13")])
     queued["n"] = 11
-    with pytest.raises(AzhpcError, match=r"11 job records already count against MaxSubmitJobs=13 and one generation needs 4 more; wait for some to finish \(squeue; "):
+    with pytest.raises(AzhpcError, match=r"11 job records already count against MaxSubmitJobs=13 and one generation needs 4 more; wait for some to finish \(squeue -a -r\) and launch again"):
         window.first_window(cfg, plan2)
     # two caps: the one with the least room (an account's, 4 of 5 used by others) is not the lowest (3, unused); a
     # generation of 4 records can never fit under the lowest, and the refusal names that one
@@ -1198,8 +1198,8 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
         if cmd[0] == "sacctmgr":
             return answers.get(" ".join(cmd[2:]), "")
         if cmd[0] == "squeue":
-            assert cmd[:3] == ["squeue", "-h", "-r"] and cmd[-2:] == ["-o", "%i"]
-            return squeue(cmd[3:-2])
+            assert cmd[:4] == ["squeue", "-h", "-r", "-a"] and cmd[-2:] == ["-o", "%i"]
+            return squeue(cmd[4:-2])
         return assoc_mgr if cmd[:4] == ["scontrol", "-o", "show", "assoc_mgr"] else ""
 
     monkeypatch.setattr(limits, "run_quietly", run)
@@ -1211,6 +1211,14 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
     assert (free, queued, limit.source) == (2, 28, "GrpSubmitJobs=30 of account physics (sacctmgr)")
     assert limits.queued_records(user="alice") == 33  # no limit given: every record of the user, as before
     assert limits.room([]) is None
+    # no default QOS: the jobs may run under either allowed QOS, so a group cap (everyone's jobs) of one of them is
+    # not applied, the per-user caps are; named with slurm.qos, that QOS's group cap is
+    answers["show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"] = "physics|||debug,normal|\n"
+    answers["show qos where name=debug,normal format=Name,MaxSubmitPU,GrpSubmit"] = "debug|20|5\nnormal|50|\n"
+    answers["show qos where name=debug format=Name,MaxSubmitPU,GrpSubmit"] = "debug|20|5\n"
+    assert sorted(f.source.split(" (")[0] for f in limits.read_submit_limits(user="alice") if f.qos) == [
+        "MaxSubmitJobsPerUser=20 of QOS debug", "MaxSubmitJobsPerUser=50 of QOS normal"]
+    assert limits.read_submit_limit(user="alice", qos="debug").source == "GrpSubmitJobs=5 of QOS debug (sacctmgr)"
 
 
 def test_resume_gives_every_training_job_it_keeps_or_submits_its_evaluation(tmp_path, monkeypatch):

@@ -61,7 +61,8 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
     rows = [line.split("|")[:5] for line in (run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}",
             *where, "format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"]) or "").splitlines()]
     rows = [r for r in rows if len(r) == 5]
-    mine = [r for r in rows if r[0] == account] or rows  # an unknown account: the tightest of them all
+    known = [r for r in rows if r[0] == account]
+    mine = known or rows  # an unknown account: the tightest of them all, but only the caps on the user's own jobs
     qos_names: set[str] = {q for q in qos.split(",") if q}
     for acct, max_submit, grp_submit, allowed, default_qos in mine:
         for value, what in ((max_submit, "MaxSubmitJobs"), (grp_submit, "GrpSubmitJobs")):
@@ -70,7 +71,10 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
                                                      "(sacctmgr)", user=user, account=acct))
         if not qos:
             qos_names |= {default_qos} if default_qos else {q for q in allowed.split(",") if q}
-    for acct in sorted({r[0] for r in mine if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
+    # A group cap counts other users' jobs too: it is read only where the jobs are known to go (the account, the QOS),
+    # or a full QOS the jobs never use would leave no room. Where they are not known, the caps on the user's own jobs.
+    qos_known = bool(qos) or all(r[4] for r in mine)
+    for acct in sorted({r[0] for r in known if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
         out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", *where, "format=User,GrpSubmit"])
         for line in (out or "").splitlines():
             who, _, grp = line.partition("|")
@@ -82,11 +86,13 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
         for line in (out or "").splitlines():
             name, *limits = (line.split("|") + ["", ""])[:3]
             for value, what, who in zip(limits, ("MaxSubmitJobsPerUser", "GrpSubmitJobs"), (user, "")):
-                if value.isdigit():
+                if value.isdigit() and (who or qos_known):
                     found.append(SubmitLimit(int(value), f"{what}={value} of QOS {name} (sacctmgr)", user=who, qos=name))
-    if settings.get("MaxJobCount", "").isdigit():
+    if settings.get("MaxJobCount", "").isdigit():  # every job of the cluster counts, finished ones kept for MinJobAge
+        # too, which squeue does not list; listing the whole queue at every poll of every extension would load the
+        # controller, so only the user's own records are counted here, and sbatch's refusal is the backstop
         found.append(SubmitLimit(int(settings["MaxJobCount"]),
-                                 f"MaxJobCount={settings['MaxJobCount']} of the cluster (scontrol show config)"))
+                                 f"MaxJobCount={settings['MaxJobCount']} of the cluster (scontrol show config)", user=user))
     return found
 
 
@@ -104,7 +110,7 @@ def queued_records(limit: SubmitLimit | None = None, user: str | None = None) ->
     limit = limit or SubmitLimit(None, "", user=user or getpass.getuser())
     scope = [*(["-u", limit.user] if limit.user else []), *(["-A", limit.account] if limit.account else []),
              *(["-q", limit.qos] if limit.qos else [])]
-    out = run_quietly(["squeue", "-h", "-r", *scope, "-o", "%i"])
+    out = run_quietly(["squeue", "-h", "-r", "-a", *scope, "-o", "%i"])  # -a: hidden partitions' jobs count too
     listed = len([line for line in (out or "").splitlines() if line.strip()])
     counted = controller_records(limit.user, limit.account) if limit.user and not limit.qos else None
     return max(listed, counted or 0)
@@ -126,7 +132,7 @@ def controller_records(user: str, account: str = "") -> int | None:
     sbatch counts."""
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
     lines = [line for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
-             and (not account or re.search(rf"\bAccount={re.escape(account)}\b", line))]
+             and (not account or re.search(rf"\bAccount={re.escape(account)}(?=\s|$)", line))]
     counts = [int(m.group(1)) for line in lines for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]
     return max(counts) if counts else None
 

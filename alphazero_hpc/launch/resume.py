@@ -28,7 +28,6 @@ from ..store.paths import RunPaths
 from ..store.progress import read_task_progress, read_train_progress, task_done
 from ..store.runconfig import read_run_config
 from . import plan as planning
-from ..cluster.limits import read_submit_limit
 from .window import last_submitted, measure
 from .record import JobRecord, LaunchRecord, azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, write_record
 
@@ -139,7 +138,8 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
     cancel: list[str] = []
     # generations never submitted (a launch or extension under a submit limit): only as many as fit now; the
     # training jobs submit the rest as they finish (launch/window.py)
-    fresh = measure(cfg, record.plan, record.plan.generations - 1 - last_submitted(record)).generations
+    room_now = measure(cfg, record.plan, record.plan.generations - 1 - last_submitted(record))
+    fresh = room_now.generations
     try:
         if record.plan.pretrain and not paths.model(0).exists():
             after_train, replaced = _resume_pretrain(paths, record, states, chain, limit, result, cancel)
@@ -176,7 +176,7 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             if not train_jobs:
                 if fresh == 0:
                     result.message = (f"generations {g}-{record.plan.generations - 1} wait for room under the submit limit "
-                                      f"({read_submit_limit(cfg.slurm.max_submit_jobs, account=cfg.slurm.account, qos=cfg.slurm.qos)}): the training jobs submit them")
+                                      f"({room_now.limit}): the training jobs submit them")
                     break
                 fresh -= 1
             attempt = 1 + len(train_jobs)

@@ -56,7 +56,7 @@ def _submit_error(what: str, exc: Exception, account: str = "", qos: str = "") -
     if is_submit_limit(text):
         return AzhpcError(f"sbatch refused the {what}: {text[:300]}; the site's submit limit is {read_submit_limit(account=account, qos=qos)}: "
                           f"set slurm.max_submit_jobs below it (the chain is then submitted a window at a time), or "
-                          f"wait for other jobs to finish (squeue -u $USER) and run azhpc resume")
+                          f"wait for other jobs to finish (squeue -u $USER, or -A ACCOUNT / -q QOS for a group cap) and run azhpc resume")
     return AzhpcError(f"sbatch refused the {what}: {text[:300]}; check --partition/--account/--qos and the resources asked")
 
 

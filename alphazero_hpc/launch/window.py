@@ -75,8 +75,7 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
                              f"allows {w.cap.jobs} ({w.cap}): lower --tasks to at most "
                              f"{max(1, w.cap.jobs - need + plan.tasks)} or ask the site for a higher limit")
         raise AzhpcError(f"{w.queued} job records already count against {w.limit} and one generation needs {need} "
-                         f"more; wait for some to finish ({_listing(w.limit)}; the controller's count: scontrol show "
-                         f"assoc_mgr users=$USER flags=assoc) and launch again")
+                         f"more; wait for some to finish ({_listing(w.limit)}) and launch again")
     steady = w.per_generation + 1 + int(cfg.eval.enabled)  # a generation beside the extending job and its evaluation
     if w.cap.jobs is not None and plan.generations > w.generations and steady > w.cap.jobs:
         raise AzhpcError(f"the chain submits a generation ({w.per_generation} job records) from inside a training job, "
@@ -88,9 +87,12 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
 
 
 def _listing(limit: SubmitLimit) -> str:
-    """The squeue command that lists the records ``limit`` counts."""
-    return " ".join(["squeue", *(["-u", "$USER"] if limit.user else []), *(["-A", limit.account] if limit.account else []),
-                     *(["-q", limit.qos] if limit.qos else [])])
+    """The command(s) that list the records ``limit`` counts."""
+    squeue = " ".join(["squeue -a -r", *(["-u $USER"] if limit.user else []), *([f"-A {limit.account}"] if limit.account else []),
+                       *([f"-q {limit.qos}"] if limit.qos else [])])
+    if limit.user and not limit.qos:  # the controller's own count of the user's association, which sbatch checks
+        return f"{squeue}; the controller's count: scontrol show assoc_mgr users=$USER flags=assoc"
+    return squeue
 
 
 def _cancelled(record: LaunchRecord) -> bool:
@@ -154,8 +156,8 @@ def _extend_once(paths: RunPaths, trained: int) -> list[JobRecord]:
             if trained < done_through:  # a newer training job is queued: it extends the chain when it ends
                 return []
             raise NoRoom(f"no room under the submit limit ({w.limit}, {w.queued} job records counted against it) for "
-                         f"generation {done_through + 1}; azhpc resume submits it once your other jobs have left the "
-                         f"queue")
+                         f"generation {done_through + 1}; azhpc resume submits it once other jobs have left the queue "
+                         f"({_listing(w.limit)})")
         chain = SlurmChain(paths, cfg, record.plan)
         after = record.jobs_of(done_through, "train")[-1].job_id
         known = list(record.jobs)

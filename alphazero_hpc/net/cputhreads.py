@@ -159,11 +159,6 @@ class StepThreads:
         """True while steps are still trials (the warm step included): their times are not the kept count's."""
         return self._warm or bool(self._plan)
 
-    @property
-    def threads(self) -> int:
-        """The thread count the next step runs with, once ``before_step`` has set it."""
-        return self._current
-
     def _start_trials(self) -> None:
         self.times = {t: [] for t in self.choices}
         self._plan = self.choices * self.trials

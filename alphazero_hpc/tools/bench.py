@@ -457,30 +457,32 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
         # another process busy, OpenMP threads spinning at barriers make a step several times slower
         # (docs/performance.md), which the real run below avoids and this figure then did not.
         given = torch.get_num_threads()
-        threads = StepThreads(device.type == "cpu", log=lambda line: None)
-
-        def timed_step() -> float:
-            threads.before_step()
-            t = time.perf_counter()
-            step()
+        try:
+            threads = StepThreads(device.type == "cpu", log=lambda line: None)
+            step()  # the first step allocates (and starts CUDA): not measured
             sync()
-            threads.after_step(time.perf_counter() - t)
-            return time.perf_counter() - t
-
-        while threads.tuning:
-            timed_step()
-        t0 = time.perf_counter()
-        k = 0
-        while time.perf_counter() - t0 < 10 and k < steps:
-            timed_step()
-            k += 1
-        train_rate = k * b / (time.perf_counter() - t0)
-        train_threads = threads.threads
-        torch.set_num_threads(given)  # the real run tunes its own count from the same start
+            while threads.tuning:  # the trials, then the kept count stays for the measured steps
+                threads.before_step()
+                t = time.perf_counter()
+                step()
+                threads.after_step(time.perf_counter() - t)
+            t0 = time.perf_counter()
+            k = 0
+            while time.perf_counter() - t0 < 10 and k < steps:
+                step()
+                k += 1
+            sync()
+            train_rate = k * b / (time.perf_counter() - t0)
+            train_threads = torch.get_num_threads()
+        finally:
+            torch.set_num_threads(given)  # the real run tunes its own count from the same start
         # A real run: the trainer with its loader; the first steps (worker start-up) are left out.
         tcfg = dataclasses.replace(quick.train, replay_ratio=steps * b / rows, checkpoint_every=10**6, loader_workers=workers)
         paths.config.write_text(dataclasses.replace(quick, train=tcfg).to_yaml())
-        Trainer(paths.root, 0, DistEnv()).run()
+        try:
+            Trainer(paths.root, 0, DistEnv()).run()
+        finally:
+            torch.set_num_threads(given)  # the caller's count, whatever the trainer chose
         metrics = [json.loads(x) for x in (paths.train_metrics(1)).read_text().splitlines()][5:]
         wait = float(np.mean([m["data_wait_share"] for m in metrics]))
         real_rate = float(np.median([m["samples_per_s"] for m in metrics]))
