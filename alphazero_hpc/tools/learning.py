@@ -180,8 +180,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # over the moves to [0, 1] and multiplies by (c_visit + max visits) * c_scale: at 16 simulations, one visit per
     # move, the best q gets 51 logits over the worst and the policy target is close to one-hot on the move whose
     # single value-head reading is highest, the reading that is wrong where captures are pending. At 0.1 (5 logits)
-    # the target still moves toward q but keeps the prior's ranking of close moves. Not measured yet (its first run
-    # was stopped at 0.05 CPU-hours to make room for 4x64-material).
+    # the target still moves toward q but keeps the prior's ranking of close moves. Measured at 1 CPU-hour (Intel
+    # Xeon, 2026-11-27, beside 4x64-w12): 670 [582, 758] (24 generations), against the base's 642-701: no gain
     "4x64-cs01": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=6),
                   "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_c_scale=0.1"),
     # 4x64-attacks with a third head trained to predict the material that the side to move gains over the next 4
@@ -196,7 +196,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 4x64-attacks drawing its 8 training samples per new position from the last 12 generations, not 6: from 1 to 2
     # CPU-hours the base gained ~20 (685-701 -> 708-717), as if it had stopped learning at a ~700 plateau; a window of
     # 6 generations is ~34 k positions, each seen ~8 times in ~6 generations of a moving target, and a wider window
-    # (AlphaZero's was the last 500 k games) trades fresher targets for more varied ones. Not measured yet.
+    # (AlphaZero's was the last 500 k games) trades fresher targets for more varied ones. Measured at 1 CPU-hour
+    # (Intel Xeon, 2026-11-27, beside 4x64-cs01): 630 [545, 715] (24 generations): no gain, if anything a loss
     "4x64-w12": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=12),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
