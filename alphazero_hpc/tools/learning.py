@@ -200,6 +200,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # (Intel Xeon, 2026-11-27, beside 4x64-cs01): 630 [545, 715] (24 generations): no gain, if anything a loss
     "4x64-w12": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=8, window_generations=12),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 4x64-attacks at half the training per new position (train.replay_ratio 4, not 8, over the same 6 generations):
+    # in an arm the trainer takes about half of the CPU (357 steps of ~0.18 s in a generation of ~140 CPU-seconds,
+    # 2026-11-27), so 4 samples per position buy ~1.3x the self-play positions for the budget. Not measured yet.
+    "4x64-rr4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=4, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
