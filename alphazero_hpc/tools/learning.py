@@ -202,7 +202,9 @@ ARMS: dict[str, tuple[str, ...]] = {
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
     # 4x64-attacks at half the training per new position (train.replay_ratio 4, not 8, over the same 6 generations):
     # in an arm the trainer takes about half of the CPU (357 steps of ~0.18 s in a generation of ~140 CPU-seconds,
-    # 2026-11-27), so 4 samples per position buy ~1.3x the self-play positions for the budget. Not measured yet.
+    # 2026-11-27), so 4 samples per position buy more self-play for the budget. Measured at 1 CPU-hour (Intel Xeon,
+    # 2026-11-27, alone): 758 [671, 845] (41 generations, 242 k positions, against the base's 24-29 and 157 k), the
+    # best 1-CPU-hour point so far, its interval overlapping the base's best (701); not yet run to 2 CPU-hours
     "4x64-rr4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=4, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
