@@ -7,8 +7,9 @@ window at a time (``launch.window``). The cap is read from ``sacctmgr`` and ``sc
 answer; ``slurm.max_submit_jobs`` sets it where they do not (or lowers it).
 
 Each cap counts its own records: a user's association the user's jobs in that account, an account's GrpSubmitJobs
-every user's jobs in it, a QOS's MaxSubmitJobsPerUser the user's jobs under it and its GrpSubmitJobs everyone's,
-MaxJobCount every job of the cluster. ``queued_records(limit)`` counts in the limit's scope, and the room left is the
+every user's jobs in it, a QOS's MaxSubmitJobsPerUser the user's jobs under it and its GrpSubmitJobs everyone's
+(MaxJobCount counts every job of the cluster, but only the user's own are listed for it: see
+``read_submit_limits``). ``queued_records(limit)`` counts in the limit's scope, and the room left is the
 least over all caps (``room``): jobs under another account do not shrink the room an association leaves, and other
 users' jobs do shrink an account's.
 """
@@ -36,11 +37,21 @@ class SubmitLimit:
     def __str__(self) -> str:
         return self.source if self.jobs is not None else "no submit limit found"
 
+    def squeue_scope(self) -> list[str]:
+        """squeue's options that select the records this limit counts."""
+        return [*(["-u", self.user] if self.user else []), *(["-A", self.account] if self.account else []),
+                *(["-q", self.qos] if self.qos else [])]
+
+
+def lowest(limits: list[SubmitLimit]) -> SubmitLimit:
+    """The lowest cap of ``limits`` (what no window can exceed), or no limit."""
+    capped = [limit for limit in limits if limit.jobs is not None]
+    return min(capped, key=lambda limit: limit.jobs or 0) if capped else SubmitLimit(None, "")
+
 
 def read_submit_limit(configured: int = 0, user: str | None = None, account: str = "", qos: str = "") -> SubmitLimit:
     """The lowest cap of ``read_submit_limits`` (what a refusal message names), or no limit."""
-    found = read_submit_limits(configured, user, account, qos)
-    return min(found, key=lambda limit: limit.jobs or 0) if found else SubmitLimit(None, "")
+    return lowest(read_submit_limits(configured, user, account, qos))
 
 
 def read_submit_limits(configured: int = 0, user: str | None = None, account: str = "",
@@ -108,9 +119,7 @@ def queued_records(limit: SubmitLimit | None = None, user: str | None = None) ->
     controller's (``controller_records``), which sbatch checks and which can lag behind a job that has just ended;
     0 when neither answers (sbatch then says what the site thinks)."""
     limit = limit or SubmitLimit(None, "", user=user or getpass.getuser())
-    scope = [*(["-u", limit.user] if limit.user else []), *(["-A", limit.account] if limit.account else []),
-             *(["-q", limit.qos] if limit.qos else [])]
-    out = run_quietly(["squeue", "-h", "-r", "-a", *scope, "-o", "%i"])  # -a: hidden partitions' jobs count too
+    out = run_quietly(["squeue", "-h", "-r", "-a", *limit.squeue_scope(), "-o", "%i"])  # -a: hidden partitions' jobs count too
     listed = len([line for line in (out or "").splitlines() if line.strip()])
     counted = controller_records(limit.user, limit.account) if limit.user and not limit.qos else None
     return max(listed, counted or 0)

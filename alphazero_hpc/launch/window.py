@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..cluster.limits import SubmitLimit, is_submit_limit, read_submit_limits, room
+from ..cluster.limits import SubmitLimit, is_submit_limit, lowest, read_submit_limits, room
 from ..config import Config
 from ..errors import AzhpcError, RunDirError, failure_line
 from ..store.paths import RunPaths
@@ -58,8 +58,7 @@ def measure(cfg: Config, plan: LaunchPlan, remaining: int, extra: int = 0) -> Wi
     if least is None:
         return Window(remaining, SubmitLimit(None, ""), 0, per)
     free, limit, queued = least
-    cap = min(limits, key=lambda c: c.jobs if c.jobs is not None else float("inf"))
-    return Window(max(0, min(remaining, (free - extra) // per)), limit, queued, per, cap)
+    return Window(max(0, min(remaining, (free - extra) // per)), limit, queued, per, lowest(limits))
 
 
 def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
@@ -88,8 +87,7 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
 
 def _listing(limit: SubmitLimit) -> str:
     """The command(s) that list the records ``limit`` counts."""
-    squeue = " ".join(["squeue -a -r", *(["-u $USER"] if limit.user else []), *([f"-A {limit.account}"] if limit.account else []),
-                       *([f"-q {limit.qos}"] if limit.qos else [])])
+    squeue = " ".join(["squeue -a -r", *limit.squeue_scope()])
     if limit.user and not limit.qos:  # the controller's own count of the user's association, which sbatch checks
         return f"{squeue}; the controller's count: scontrol show assoc_mgr users=$USER flags=assoc"
     return squeue
