@@ -207,6 +207,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     # best 1-CPU-hour point so far, its interval overlapping the base's best (701); not yet run to 2 CPU-hours
     "4x64-rr4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=4, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # a quarter of the base's training per position: does the cheaper generation keep paying below rr4?
+    "4x64-rr2": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=2, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
 # after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
