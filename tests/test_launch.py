@@ -173,17 +173,33 @@ def test_local_pipeline_two_generations(tmp_path):
     assert again.returncode == 1 and "already launched" in again.stderr
 
 
-def wait_for_run(run: Path, timeout: float) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+def _progress_mark(st: dict) -> tuple:
+    """What moves while a run works: positions and games per task, training steps, attempts and job states."""
+    return tuple((g["selfplay"]["positions"], tuple((t["games"], t["positions"], t["attempt"]) for t in g["selfplay"]["task_rows"]),
+                  g["train"]["step"], g["train"]["attempt"], tuple(j["state"] for j in g["jobs"])) for g in st["generations"])
+
+
+def wait_for_run(run: Path, timeout: float, stall: float = 180) -> dict:
+    """Wait until no job of the run is alive. Past ``timeout`` (what the run takes on a quiet machine, with room),
+    keep waiting only while the run still moves (a position, a step, an attempt or a job state changed in the last
+    ``stall`` seconds) and never past three times ``timeout``: a loaded machine slows a run, a hung one fails."""
+    start = last_move = time.time()
+    mark = None
+    while True:
         st = status_json(run)
         active = [j for g in st["generations"] for j in g["jobs"]
                   if any(s in j["state"] for s in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUE"))]
         if not active:
             return st
+        now = time.time()
+        if _progress_mark(st) != mark:
+            mark, last_move = _progress_mark(st), now
+        if now - start > 3 * timeout or (now - start > timeout and now - last_move > stall):
+            break
         time.sleep(3)
     subprocess.run(["scancel", "--name", f"azhpc-{run.name}-sp0"])
-    pytest.fail(f"run {run} still has jobs after {timeout}s:\n" + run_cli("status", str(run)).stdout)
+    pytest.fail(f"run {run} still has jobs after {now - start:.0f}s, the last change {now - last_move:.0f}s ago "
+                f"(expected within {timeout}s):\n" + run_cli("status", str(run)).stdout)
 
 
 def launch_slurm(run: Path, nodes: int, *extra: str, generations: int = 2) -> dict:
