@@ -957,6 +957,57 @@ def test_slurm_jobs_under_another_account_leave_an_associations_room_alone(slurm
         sacctmgr("delete", "account", side)
 
 
+def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_cluster, submit_limit, tmp_path):
+    """GrpSubmitJobs=4 on the submitting user's default account and three held jobs of the same user under a
+    sub-account of it: Slurm takes one more job under the parent and refuses the next, and the room the product reads
+    follows it (1, then 0) where squeue's listing of the parent account (no records) alone would read 4."""
+    from alphazero_hpc.cluster import limits
+
+    sub = "azhpcsub"
+    account = subprocess.run(["sacctmgr", "-nP", "show", "user", SLURM_USER, "format=DefaultAccount"],
+                             capture_output=True, text=True).stdout.strip()
+    assert account and account != sub, f"the submitting user {SLURM_USER} has no default account in the testbed"
+
+    def sacctmgr(*args: str) -> None:
+        subprocess.run(["sacctmgr", "-i", *args], check=True, capture_output=True, text=True)
+
+    def sbatch(*args: str) -> subprocess.CompletedProcess:
+        cmd, env = as_user(["sbatch", "--hold", *args, "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
+        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+
+    sacctmgr("add", "account", sub, f"parent={account}")
+    sacctmgr("add", "user", SLURM_USER, f"account={sub}")
+    sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=4")
+    jobs: list[str] = []
+    try:
+        deadline = time.time() + 30  # the controller learns the new association from slurmdbd
+        while (res := sbatch(f"--account={sub}", "--array=0-2")).returncode != 0 and time.time() < deadline:
+            time.sleep(1)
+        assert res.returncode == 0, res.stderr
+        jobs.append(res.stdout.split()[-1])
+        found = limits.read_submit_limits(user=SLURM_USER)
+        group = [f for f in found if f.account and not f.user]
+        assert [f.source for f in group] == [f"GrpSubmitJobs=4 of account {account} (sacctmgr)"], found
+        listed = subprocess.run(["squeue", "-h", "-r", "-a", *group[0].squeue_scope(), "-o", "%i"],
+                                capture_output=True, text=True).stdout.split()
+        assert listed == []  # what squeue lists in the account's scope: the sub-account's jobs are not there
+        assert limits.room(found)[:2] == (1, group[0])
+        res = sbatch()
+        assert res.returncode == 0, res.stderr
+        jobs.append(res.stdout.split()[-1])
+        assert limits.room(found)[:2] == (0, group[0])
+        res = sbatch()
+        assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr  # Slurm agrees
+    finally:
+        subprocess.run(["scancel", *jobs], check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and user_jobs():
+            time.sleep(1)
+        sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=-1")
+        sacctmgr("delete", "user", "where", f"name={SLURM_USER}", f"account={sub}")
+        sacctmgr("delete", "account", sub)
+
+
 def queued_records() -> int:
     return len(user_jobs())
 
@@ -1207,8 +1258,16 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
         "show assoc where account=physics format=User,GrpSubmit": "|30\nalice|\nbob|\n",
         "show qos where name=normal format=Name,MaxSubmitPU,GrpSubmit": "normal|50|\n",
     }
-    assoc_mgr = ("ClusterName=c Account=physics UserName=alice(1000) Partition= GrpSubmitJobs=N(4)\n"
-                 "ClusterName=c Account=chem UserName=alice(1000) Partition= GrpSubmitJobs=N(30)\n")
+    assoc_mgr = {  # the controller's counts: what sbatch checks (here no higher than squeue's, but for alice's 4)
+        "users=alice flags=assoc": "ClusterName=c Account=physics UserName=alice(1000) Partition= GrpSubmitJobs=N(4)\n"
+                                   "ClusterName=c Account=chem UserName=alice(1000) Partition= GrpSubmitJobs=N(30)\n",
+        "accounts=physics flags=assoc": "ClusterName=c Account=physics UserName= Partition= ParentAccount=root(1) "
+                                        "GrpSubmitJobs=30(28)\nClusterName=c Account=physics UserName=bob(1001) "
+                                        "Partition= GrpSubmitJobs=N(25)\n",
+        "qos=normal flags=qos": "QOS=normal(1) GrpJobs=N(0) GrpSubmitJobs=N(58) MaxWallPJ= Account Limits= physics="
+                                "{MaxSubmitJobsPA=N(28)} User Limits= 1001={MaxSubmitJobsPU=50(25)} "
+                                "1000={MaxJobsPU=N(0) MaxSubmitJobsPU=50(33) MaxTRESPU=cpu=N(0)}\n",
+    }
 
     def run(cmd: list[str]) -> str:
         if cmd[0] == "sacctmgr":
@@ -1216,17 +1275,28 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
         if cmd[0] == "squeue":
             assert cmd[:4] == ["squeue", "-h", "-r", "-a"] and cmd[-2:] == ["-o", "%i"]
             return squeue(cmd[4:-2])
-        return assoc_mgr if cmd[:4] == ["scontrol", "-o", "show", "assoc_mgr"] else ""
+        return assoc_mgr.get(" ".join(cmd[4:]), "") if cmd[:4] == ["scontrol", "-o", "show", "assoc_mgr"] else ""
 
     monkeypatch.setattr(limits, "run_quietly", run)
+    monkeypatch.setattr(limits, "_uid", {"alice": 1000, "bob": 1001}.get)
     found = limits.read_submit_limits(user="alice")
     counts = {f.source.split(" (")[0]: limits.queued_records(f) for f in found}
     assert counts == {"MaxSubmitJobs=40 of user alice's association in account physics": 4,  # the controller's 4 > squeue's 3
                       "GrpSubmitJobs=30 of account physics": 28, "MaxSubmitJobsPerUser=50 of QOS normal": 33}
     free, limit, queued = limits.room(found)
     assert (free, queued, limit.source) == (2, 28, "GrpSubmitJobs=30 of account physics (sacctmgr)")
-    assert limits.queued_records(user="alice") == 33  # no limit given: every record of the user, as before
+    assert limits.queued_records(user="alice") == 34  # no limit given: every record of the user (the controller's 4 + 30)
     assert limits.room([]) is None
+    # what squeue cannot list in a scope, the controller counts: a sub-account's 2 jobs against physics' GrpSubmitJobs
+    # (squeue -A physics does not list them), and under the QOS jobs of users that PrivateData hides
+    assoc_mgr["accounts=physics flags=assoc"] = assoc_mgr["accounts=physics flags=assoc"].replace("30(28)", "30(30)")
+    assoc_mgr["qos=normal flags=qos"] = assoc_mgr["qos=normal flags=qos"].replace("MaxSubmitJobsPU=50(33)", "MaxSubmitJobsPU=50(36)")
+    counts = {f.source.split(" (")[0]: limits.queued_records(f) for f in found}
+    assert counts == {"MaxSubmitJobs=40 of user alice's association in account physics": 4,
+                      "GrpSubmitJobs=30 of account physics": 30, "MaxSubmitJobsPerUser=50 of QOS normal": 36}
+    assert limits.room(found)[:2] == (0, found[1])
+    group = limits.SubmitLimit(100, "GrpSubmitJobs=100 of QOS normal (sacctmgr)", qos="normal")
+    assert limits.queued_records(group) == 58 and limits.controller_count(limits.SubmitLimit(5, "x")) is None
     # no default QOS: the jobs may run under either allowed QOS, so a group cap (everyone's jobs) of one of them is
     # not applied, the per-user caps are; named with slurm.qos, that QOS's group cap is
     answers["show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS"] = "physics|||debug,normal|\n"

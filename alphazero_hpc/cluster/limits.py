@@ -11,12 +11,14 @@ every user's jobs in it, a QOS's MaxSubmitJobsPerUser the user's jobs under it a
 (MaxJobCount counts every job of the cluster, but only the user's own are listed for it: see
 ``read_submit_limits``). ``queued_records(limit)`` counts in the limit's scope, and the room left is the
 least over all caps (``room``): jobs under another account do not shrink the room an association leaves, and other
-users' jobs do shrink an account's.
+users' jobs and sub-accounts' jobs do shrink an account's. Each count is the higher of squeue's listing and the
+controller's own (``controller_count``), which is what sbatch checks.
 """
 
 from __future__ import annotations
 
 import getpass
+import pwd
 import re
 from dataclasses import dataclass
 
@@ -115,14 +117,14 @@ def _default_account(user: str) -> str:
 
 def queued_records(limit: SubmitLimit | None = None, user: str | None = None) -> int:
     """Job records that count against ``limit`` now (its scope; None: every record of ``user``): the higher of
-    squeue's count (each array element one, pending ones included) and, where the scope is the user's own, the
-    controller's (``controller_records``), which sbatch checks and which can lag behind a job that has just ended;
-    0 when neither answers (sbatch then says what the site thinks)."""
+    squeue's count (each array element one, pending ones included) and the controller's (``controller_count``),
+    which sbatch checks, which can lag behind a job that has just ended and which also counts what squeue does not
+    list in the scope (a sub-account's jobs against its parent's GrpSubmitJobs, other users' jobs that PrivateData
+    hides); 0 when neither answers (sbatch then says what the site thinks)."""
     limit = limit or SubmitLimit(None, "", user=user or getpass.getuser())
     out = run_quietly(["squeue", "-h", "-r", "-a", *limit.squeue_scope(), "-o", "%i"])  # -a: hidden partitions' jobs count too
     listed = len([line for line in (out or "").splitlines() if line.strip()])
-    counted = controller_records(limit.user, limit.account) if limit.user and not limit.qos else None
-    return max(listed, counted or 0)
+    return max(listed, controller_count(limit) or 0)
 
 
 def room(limits: list[SubmitLimit]) -> tuple[int, SubmitLimit, int] | None:
@@ -133,17 +135,61 @@ def room(limits: list[SubmitLimit]) -> tuple[int, SubmitLimit, int] | None:
     return min(rooms, key=lambda r: r[0]) if rooms else None
 
 
+def controller_count(limit: SubmitLimit) -> int | None:
+    """The controller's count of the records ``limit`` counts (``scontrol show assoc_mgr``), None where it does not
+    say (an older Slurm, PrivateData hiding it, no such association or QOS)."""
+    if limit.qos:
+        return qos_records(limit.qos, limit.user)
+    if limit.user:
+        return controller_records(limit.user, limit.account)
+    return account_records(limit.account) if limit.account else None
+
+
 def controller_records(user: str, account: str = "") -> int | None:
     """The controller's count of ``user``'s submitted job records (``GrpSubmitJobs=limit(count)`` of the user's
-    associations in ``scontrol show assoc_mgr``, those in ``account`` when it is given: what MaxSubmitJobs is checked
-    against), None where it does not say (an older Slurm, or PrivateData hiding it). Slurm 22.05.8 was seen to keep
-    counting a job after requeues (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than
-    sbatch counts."""
+    associations in ``scontrol show assoc_mgr``, summed over them, or over those in ``account`` when it is given:
+    what MaxSubmitJobs is checked against), None where it does not say. Slurm 22.05.8 was seen to keep counting a
+    job after requeues (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than sbatch counts."""
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
     lines = [line for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
              and (not account or re.search(rf"\bAccount={re.escape(account)}(?=\s|$)", line))]
-    counts = [int(m.group(1)) for line in lines for m in [re.search(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)", line)] if m]
-    return max(counts) if counts else None
+    counts = [int(m.group(1)) for line in lines for m in [_GRP_SUBMIT.search(line)] if m]
+    return sum(counts) if counts else None
+
+
+def account_records(account: str) -> int | None:
+    """The controller's count of the records charged to ``account`` and its sub-accounts, every user's (the
+    ``GrpSubmitJobs`` count of the account's own association, the row without a user), None where it does not say."""
+    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"])
+    for line in (out or "").splitlines():
+        if re.search(rf"\bAccount={re.escape(account)}\s", line) and re.search(r"\bUserName=(\s|$)", line):
+            m = _GRP_SUBMIT.search(line)
+            return int(m.group(1)) if m else None
+    return None
+
+
+def qos_records(qos: str, user: str = "") -> int | None:
+    """The controller's count of the records under ``qos``: every user's (its ``GrpSubmitJobs`` count), or
+    ``user``'s alone (``MaxSubmitJobsPU`` under the QOS's "User Limits", keyed by uid), None where it does not say
+    (the user has had no job under the QOS since the controller started, for one)."""
+    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"qos={qos}", "flags=qos"])
+    line = next((line for line in (out or "").splitlines() if re.match(rf"QOS={re.escape(qos)}\(", line)), "")
+    if not user:
+        m = _GRP_SUBMIT.search(line)
+        return int(m.group(1)) if m else None
+    uid = _uid(user)
+    m = re.search(rf"\b{uid}=\{{[^}}]*\bMaxSubmitJobsPU=[^(\s]*\((\d+)\)", line) if uid is not None else None
+    return int(m.group(1)) if m else None
+
+
+_GRP_SUBMIT = re.compile(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)")
+
+
+def _uid(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
 
 
 def is_submit_limit(message: str) -> bool:
