@@ -1,5 +1,6 @@
 """azhpc launch / status: the plan, the sbatch scripts, the local pipeline and the chain on a real SLURM cluster."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -910,51 +911,66 @@ def test_slurm_the_controllers_count_of_submitted_records_is_read_for_each_array
     assert submit_count() == 0
 
 
+def default_account() -> str:
+    """The submitting user's default account in the testbed."""
+    account = subprocess.run(["sacctmgr", "-nP", "show", "user", SLURM_USER, "format=DefaultAccount"],
+                             capture_output=True, text=True).stdout.strip()
+    assert account, f"the submitting user {SLURM_USER} has no default account in the testbed"
+    return account
+
+
+def sacctmgr(*args: str) -> None:
+    subprocess.run(["sacctmgr", "-i", *args], check=True, capture_output=True, text=True)
+
+
+def held_sbatch(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """A held job (``true``) of the submitting user."""
+    cmd, env = as_user(["sbatch", "--hold", *args, "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def held_jobs_in_a_new_account(cwd: Path, name: str, parent: str = ""):
+    """A new account ``name`` (under ``parent``) with an association of the submitting user and a held array of 3
+    of that user's in it; yields the list of job ids to cancel, and afterwards cancels them and removes the account."""
+    sacctmgr("add", "account", name, *([f"parent={parent}"] if parent else []))
+    sacctmgr("add", "user", SLURM_USER, f"account={name}")
+    jobs: list[str] = []
+    try:
+        deadline = time.time() + 30  # the controller learns the new association from slurmdbd
+        while (res := held_sbatch(cwd, f"--account={name}", "--array=0-2")).returncode != 0 and time.time() < deadline:
+            time.sleep(1)
+        assert res.returncode == 0, res.stderr
+        jobs.append(res.stdout.split()[-1])
+        yield jobs
+    finally:
+        subprocess.run(["scancel", *jobs], check=False)
+        deadline = time.time() + 30
+        while time.time() < deadline and user_jobs():
+            time.sleep(1)
+        sacctmgr("delete", "user", "where", f"name={SLURM_USER}", f"account={name}")
+        sacctmgr("delete", "account", name)
+
+
 def test_slurm_jobs_under_another_account_leave_an_associations_room_alone(slurm_cluster, submit_limit, tmp_path):
     """MaxSubmitJobs=3 on the submitting user's association in its default account, and three held jobs of the same
     user under a second account: Slurm still takes three more under the default account and refuses a fourth, and
     the room the product reads follows it (3, then 0), where counting every record of the user would read 0 at once."""
     from alphazero_hpc.cluster import limits
 
-    side = "azhpcside"
-    account = subprocess.run(["sacctmgr", "-nP", "show", "user", SLURM_USER, "format=DefaultAccount"],
-                             capture_output=True, text=True).stdout.strip()
-    assert account and account != side, f"the submitting user {SLURM_USER} has no default account in the testbed"
-
-    def sacctmgr(*args: str) -> None:
-        subprocess.run(["sacctmgr", "-i", *args], check=True, capture_output=True, text=True)
-
-    def sbatch(*args: str) -> subprocess.CompletedProcess:
-        cmd, env = as_user(["sbatch", "--hold", *args, "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
-        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
-
-    sacctmgr("add", "account", side)
-    sacctmgr("add", "user", SLURM_USER, f"account={side}")
+    account = default_account()
     sacctmgr("modify", "user", "where", f"name={SLURM_USER}", f"account={account}", "set", "MaxSubmitJobs=3")
-    jobs: list[str] = []
-    try:
-        deadline = time.time() + 30  # the controller learns the new association from slurmdbd
-        while (res := sbatch(f"--account={side}", "--array=0-2")).returncode != 0 and time.time() < deadline:
-            time.sleep(1)
-        assert res.returncode == 0, res.stderr
-        jobs.append(res.stdout.split()[-1])
+    with held_jobs_in_a_new_account(tmp_path, "azhpcside") as jobs:
         found = limits.read_submit_limits(user=SLURM_USER)
         assert [f.source for f in found if f.account] == [f"MaxSubmitJobs=3 of user {SLURM_USER}'s association in account {account} (sacctmgr)"]
         assert limits.queued_records(user=SLURM_USER) == 3  # every record of the user: the old, over-counted reading
         assert limits.room(found)[:1] == (3,)
-        res = sbatch("--array=0-2")
+        res = held_sbatch(tmp_path, "--array=0-2")
         assert res.returncode == 0, res.stderr  # Slurm agrees: the side account's jobs do not count here
         jobs.append(res.stdout.split()[-1])
         assert limits.room(found)[0] == 0
-        res = sbatch()
+        res = held_sbatch(tmp_path)
         assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr
-    finally:
-        subprocess.run(["scancel", *jobs], check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and user_jobs():
-            time.sleep(1)
-        sacctmgr("delete", "user", "where", f"name={SLURM_USER}", f"account={side}")
-        sacctmgr("delete", "account", side)
 
 
 def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_cluster, submit_limit, tmp_path):
@@ -963,49 +979,25 @@ def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_clu
     follows it (1, then 0) where squeue's listing of the parent account (no records) alone would read 4."""
     from alphazero_hpc.cluster import limits
 
-    sub = "azhpcsub"
-    account = subprocess.run(["sacctmgr", "-nP", "show", "user", SLURM_USER, "format=DefaultAccount"],
-                             capture_output=True, text=True).stdout.strip()
-    assert account and account != sub, f"the submitting user {SLURM_USER} has no default account in the testbed"
-
-    def sacctmgr(*args: str) -> None:
-        subprocess.run(["sacctmgr", "-i", *args], check=True, capture_output=True, text=True)
-
-    def sbatch(*args: str) -> subprocess.CompletedProcess:
-        cmd, env = as_user(["sbatch", "--hold", *args, "-o", "/dev/null", "--wrap", "true"], dict(os.environ), SLURM_USER)
-        return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
-
-    sacctmgr("add", "account", sub, f"parent={account}")
-    sacctmgr("add", "user", SLURM_USER, f"account={sub}")
+    account = default_account()
     sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=4")
-    jobs: list[str] = []
     try:
-        deadline = time.time() + 30  # the controller learns the new association from slurmdbd
-        while (res := sbatch(f"--account={sub}", "--array=0-2")).returncode != 0 and time.time() < deadline:
-            time.sleep(1)
-        assert res.returncode == 0, res.stderr
-        jobs.append(res.stdout.split()[-1])
-        found = limits.read_submit_limits(user=SLURM_USER)
-        group = [f for f in found if f.account and not f.user]
-        assert [f.source for f in group] == [f"GrpSubmitJobs=4 of account {account} (sacctmgr)"], found
-        listed = subprocess.run(["squeue", "-h", "-r", "-a", *group[0].squeue_scope(), "-o", "%i"],
-                                capture_output=True, text=True).stdout.split()
-        assert listed == []  # what squeue lists in the account's scope: the sub-account's jobs are not there
-        assert limits.room(found)[:2] == (1, group[0])
-        res = sbatch()
-        assert res.returncode == 0, res.stderr
-        jobs.append(res.stdout.split()[-1])
-        assert limits.room(found)[:2] == (0, group[0])
-        res = sbatch()
-        assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr  # Slurm agrees
+        with held_jobs_in_a_new_account(tmp_path, "azhpcsub", parent=account) as jobs:
+            found = limits.read_submit_limits(user=SLURM_USER)
+            group = [f for f in found if f.account and not f.user]
+            assert [f.source for f in group] == [f"GrpSubmitJobs=4 of account {account} (sacctmgr)"], found
+            listed = subprocess.run(["squeue", "-h", "-r", "-a", *group[0].squeue_scope(), "-o", "%i"],
+                                    capture_output=True, text=True).stdout.split()
+            assert listed == []  # what squeue lists in the account's scope: the sub-account's jobs are not there
+            assert limits.room(found)[:2] == (1, group[0])
+            res = held_sbatch(tmp_path)
+            assert res.returncode == 0, res.stderr
+            jobs.append(res.stdout.split()[-1])
+            assert limits.room(found)[:2] == (0, group[0])
+            res = held_sbatch(tmp_path)
+            assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr  # Slurm agrees
     finally:
-        subprocess.run(["scancel", *jobs], check=False)
-        deadline = time.time() + 30
-        while time.time() < deadline and user_jobs():
-            time.sleep(1)
         sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=-1")
-        sacctmgr("delete", "user", "where", f"name={SLURM_USER}", f"account={sub}")
-        sacctmgr("delete", "account", sub)
 
 
 def queued_records() -> int:
