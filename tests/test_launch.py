@@ -996,6 +996,13 @@ def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_clu
             assert limits.room(found)[:2] == (0, group[0])
             res = held_sbatch(tmp_path)
             assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr  # Slurm agrees
+            # jobs charged to the sub-account meet the parent's cap as well: read, and no room left under it
+            in_sub = limits.read_submit_limits(user=SLURM_USER, account="azhpcsub")
+            parent = [f for f in in_sub if f.account == account and not f.user]
+            assert [f.source for f in parent] == [f"GrpSubmitJobs=4 of account {account} (the parent of azhpcsub's) (sacctmgr)"]
+            assert limits.room(in_sub)[:2] == (0, parent[0])
+            res = held_sbatch(tmp_path, "--account=azhpcsub")
+            assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr
     finally:
         sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=-1")
 
@@ -1213,8 +1220,10 @@ def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypat
         "show user alice format=DefaultAccount": "physics\n",
         "show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS":
             "physics|40||normal,long|normal\nchem|200||normal,short|short\n",
-        "show assoc where account=physics format=User,GrpSubmit": "|30\nalice|\n",
-        "show assoc where account=chem format=User,GrpSubmit": "|\nalice|\n",
+        "show assoc where account=physics format=User,GrpSubmit,ParentName": "|30|science\nalice||\n",
+        "show assoc where account=science format=User,GrpSubmit,ParentName": "|500|root\n",
+        "show assoc where account=root format=User,GrpSubmit,ParentName": "||\n",
+        "show assoc where account=chem format=User,GrpSubmit,ParentName": "||science\nalice||\n",
         "show qos where name=normal format=Name,MaxSubmitPU,GrpSubmit": "normal|100|\n",
         "show qos where name=short format=Name,MaxSubmitPU,GrpSubmit": "short|150|\n",
         "show qos where name=long format=Name,MaxSubmitPU,GrpSubmit": "long|10|\n",
@@ -1226,6 +1235,9 @@ def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypat
     assert limits.read_submit_limit(user="alice", account="chem", qos="long").jobs == 10
     assert limits.read_submit_limit(user="alice", account="chem", qos="normal").jobs == 100
     assert limits.read_submit_limit(7, user="alice", account="chem").source == "slurm.max_submit_jobs=7"
+    # a parent account's GrpSubmitJobs caps its sub-accounts' jobs too (sbatch checks every one up to the root)
+    assert [f.source for f in limits.read_submit_limits(user="alice", account="chem") if f.account and not f.user] == [
+        "GrpSubmitJobs=500 of account science (the parent of chem's) (sacctmgr)"]
 
 
 def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
@@ -1247,7 +1259,7 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
         "show user alice format=DefaultAccount": "physics\n",
         "show assoc where user=alice format=Account,MaxSubmit,GrpSubmit,QOS,DefaultQOS":
             "physics|40||normal|normal\nchem|200||normal|normal\n",
-        "show assoc where account=physics format=User,GrpSubmit": "|30\nalice|\nbob|\n",
+        "show assoc where account=physics format=User,GrpSubmit,ParentName": "|30|root\nalice||\nbob||\n",
         "show qos where name=normal format=Name,MaxSubmitPU,GrpSubmit": "normal|50|\n",
     }
     assoc_mgr = {  # the controller's counts: what sbatch checks (here no higher than squeue's, but for alice's 4)

@@ -11,13 +11,15 @@ every user's jobs in it, a QOS's MaxSubmitJobsPerUser the user's jobs under it a
 (MaxJobCount counts every job of the cluster, but only the user's own are listed for it: see
 ``read_submit_limits``). ``queued_records(limit)`` counts in the limit's scope, and the room left is the
 least over all caps (``room``): jobs under another account do not shrink the room an association leaves, and other
-users' jobs and sub-accounts' jobs do shrink an account's. Each count is the higher of squeue's listing and the
-controller's own (``controller_count``), which is what sbatch checks.
+users' jobs and sub-accounts' jobs do shrink an account's (whose cap, and every ancestor's, the jobs of a
+sub-account meet). Each count is the higher of squeue's listing and the controller's own (``controller_count``),
+which is what sbatch checks for the association, account and QOS caps.
 """
 
 from __future__ import annotations
 
 import getpass
+import os
 import pwd
 import re
 from dataclasses import dataclass
@@ -61,7 +63,7 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
     """Every cap the jobs meet, each with its scope: ``configured`` (``slurm.max_submit_jobs``, > 0, over all the
     user's records); MaxSubmitJobs and GrpSubmitJobs of the user's association in the account the jobs go to
     (``account``, else the user's default account; every association of the user when neither is known) and
-    GrpSubmitJobs of that account; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs run under (``qos``,
+    GrpSubmitJobs of that account and of each account above it; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs run under (``qos``,
     else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
     user = user or getpass.getuser()
     found: list[SubmitLimit] = []
@@ -87,12 +89,18 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
     # A group cap counts other users' jobs too: it is read only where the jobs are known to go (the account, the QOS),
     # or a full QOS the jobs never use would leave no room. Where they are not known, the caps on the user's own jobs.
     qos_known = bool(qos) or all(r[4] for r in mine)
-    for acct in sorted({r[0] for r in known if r[0]}):  # the account's own row (no user): its GrpSubmitJobs
-        out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", *where, "format=User,GrpSubmit"])
-        for line in (out or "").splitlines():
-            who, _, grp = line.partition("|")
-            if not who and grp.isdigit():
-                found.append(SubmitLimit(int(grp), f"GrpSubmitJobs={grp} of account {acct} (sacctmgr)", account=acct))
+    for charged in sorted({r[0] for r in known if r[0]}):  # the account's own row (no user) and its parents' up to
+        acct, seen = charged, set()                       # the root: sbatch checks each one's GrpSubmitJobs
+        while acct and acct not in seen:
+            seen.add(acct)
+            out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", *where,
+                               "format=User,GrpSubmit,ParentName"])
+            row = next((line.split("|") for line in (out or "").splitlines() if line.split("|")[0] == ""), ["", "", ""])
+            grp, parent = (row + ["", ""])[1:3]
+            if grp.isdigit():
+                above = f" (the parent of {charged}'s)" if acct != charged else ""
+                found.append(SubmitLimit(int(grp), f"GrpSubmitJobs={grp} of account {acct}{above} (sacctmgr)", account=acct))
+            acct = parent
     if qos_names:
         out = run_quietly(["sacctmgr", "-nP", "show", "qos", "where", f"name={','.join(sorted(qos_names))}",
                            "format=Name,MaxSubmitPU,GrpSubmit"])
@@ -153,8 +161,8 @@ def controller_records(user: str, account: str = "") -> int | None:
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
     lines = [line for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
              and (not account or re.search(rf"\bAccount={re.escape(account)}(?=\s|$)", line))]
-    counts = [int(m.group(1)) for line in lines for m in [_GRP_SUBMIT.search(line)] if m]
-    return sum(counts) if counts else None
+    counts = [_count(m) for line in lines for m in [_GRP_SUBMIT.search(line)] if m]
+    return None if not counts or None in counts else sum(c for c in counts if c is not None)
 
 
 def account_records(account: str) -> int | None:
@@ -163,8 +171,7 @@ def account_records(account: str) -> int | None:
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"])
     for line in (out or "").splitlines():
         if re.search(rf"\bAccount={re.escape(account)}\s", line) and re.search(r"\bUserName=(\s|$)", line):
-            m = _GRP_SUBMIT.search(line)
-            return int(m.group(1)) if m else None
+            return _count(_GRP_SUBMIT.search(line))
     return None
 
 
@@ -175,17 +182,24 @@ def qos_records(qos: str, user: str = "") -> int | None:
     out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"qos={qos}", "flags=qos"])
     line = next((line for line in (out or "").splitlines() if re.match(rf"QOS={re.escape(qos)}\(", line)), "")
     if not user:
-        m = _GRP_SUBMIT.search(line)
-        return int(m.group(1)) if m else None
+        return _count(_GRP_SUBMIT.search(line))
     uid = _uid(user)
-    m = re.search(rf"\b{uid}=\{{[^}}]*\bMaxSubmitJobsPU=[^(\s]*\((\d+)\)", line) if uid is not None else None
-    return int(m.group(1)) if m else None
+    return _count(re.search(rf"\b{uid}=\{{[^}}]*\bMaxSubmitJobsPU=[^(\s]*\((\d+)\)", line)) if uid is not None else None
 
 
 _GRP_SUBMIT = re.compile(r"\bGrpSubmitJobs=[^(\s]*\((\d+)\)")
 
 
+def _count(m: re.Match | None) -> int | None:
+    """A count the controller printed, None past 2**31: Slurm 22.05 subtracts a finished array's records without a
+    floor, and a count it had leaked low wraps to ~4e9 (a reading that would stop every chain while sbatch takes jobs)."""
+    return int(m.group(1)) if m and int(m.group(1)) < 2**31 else None
+
+
 def _uid(user: str) -> int | None:
+    """``user``'s uid: this process's own when it runs as that user (no passwd lookup on a compute node), else passwd's."""
+    if user == getpass.getuser():
+        return os.getuid()
     try:
         return pwd.getpwnam(user).pw_uid
     except KeyError:
