@@ -204,16 +204,17 @@ ARMS: dict[str, tuple[str, ...]] = {
     # in an arm the trainer takes about half of the CPU (357 steps of ~0.18 s in a generation of ~140 CPU-seconds,
     # 2026-11-27), so 4 samples per position buy more self-play for the budget. Measured at 1 CPU-hour (Intel Xeon,
     # 2026-11-27, alone): 758 [671, 845] (41 generations, 242 k positions, against the base's 24-29 and 157 k), the
-    # best 1-CPU-hour point so far, its interval overlapping the base's best (701); not yet run to 2 CPU-hours
+    # best 1-CPU-hour point so far, its interval overlapping the base's best (701); at 2 CPU-hours 755 [668, 843]
     "4x64-rr4": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=4, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
-    # a quarter of the base's training per position: does the cheaper generation keep paying below rr4?
+    # a quarter of the base's training per position, measured beside 4x64-rr4 at 2 CPU-hours (Intel Xeon, 2026-11-27):
+    # 790 [700, 879] (94 generations, 523 k positions) against 4x64-rr4's 755 [668, 843] (83, 470 k; 758 at 1 CPU-hour)
     "4x64-rr2": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
-# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 717 [632, 803]
-# after 2.00 CPU-hours, the best at the full budget (4x64-mate 612 at 2.02, 4x64-rr8 567 at 2.02), intervals overlapping
-BEST_ARM = "4x64-attacks"
+# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 790 [700, 879]
+# after 2.01 CPU-hours, the best at the full budget (4x64-rr4 755, 4x64-attacks 717 and 708), intervals overlapping
+BEST_ARM = "4x64-rr2"
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
 # its matches (self-play adjudication is the config's: it is part of how an arm learns).
 COMMON = ("eval.enabled=false", "slurm.gpus_per_node=0")
