@@ -46,6 +46,14 @@ class SubmitLimit:
         return [*(["-u", self.user] if self.user else []), *(["-A", self.account] if self.account else []),
                 *(["-q", self.qos] if self.qos else [])]
 
+    def assoc_mgr_query(self) -> list[str]:
+        """``scontrol show assoc_mgr``'s options whose count is the controller's for this limit ([]: none)."""
+        if self.qos:
+            return [f"qos={self.qos}", "flags=qos"]
+        if self.user:
+            return [f"users={self.user}", "flags=assoc"]
+        return [f"accounts={self.account}", "flags=assoc"] if self.account else []
+
 
 def lowest(limits: list[SubmitLimit]) -> SubmitLimit:
     """The lowest cap of ``limits`` (what no window can exceed), or no limit."""
@@ -63,8 +71,8 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
     """Every cap the jobs meet, each with its scope: ``configured`` (``slurm.max_submit_jobs``, > 0, over all the
     user's records); MaxSubmitJobs and GrpSubmitJobs of the user's association in the account the jobs go to
     (``account``, else the user's default account; every association of the user when neither is known) and
-    GrpSubmitJobs of that account and of each account above it; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the jobs run under (``qos``,
-    else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
+    GrpSubmitJobs of that account and of each account above it; MaxSubmitJobsPerUser and GrpSubmitJobs of the QOS the
+    jobs run under (``qos``, else the association's default QOS, else every QOS it allows); the cluster's MaxJobCount."""
     user = user or getpass.getuser()
     found: list[SubmitLimit] = []
     if configured > 0:
@@ -95,8 +103,8 @@ def read_submit_limits(configured: int = 0, user: str | None = None, account: st
             seen.add(acct)
             out = run_quietly(["sacctmgr", "-nP", "show", "assoc", "where", f"account={acct}", *where,
                                "format=User,GrpSubmit,ParentName"])
-            row = next((line.split("|") for line in (out or "").splitlines() if line.split("|")[0] == ""), ["", "", ""])
-            grp, parent = (row + ["", ""])[1:3]
+            rows = [line.split("|") + ["", ""] for line in (out or "").splitlines()]
+            grp, parent = next((row[1:3] for row in rows if row[0] == ""), ("", ""))
             if grp.isdigit():
                 above = f" (the parent of {charged}'s)" if acct != charged else ""
                 found.append(SubmitLimit(int(grp), f"GrpSubmitJobs={grp} of account {acct}{above} (sacctmgr)", account=acct))
@@ -144,43 +152,43 @@ def room(limits: list[SubmitLimit]) -> tuple[int, SubmitLimit, int] | None:
 
 
 def controller_count(limit: SubmitLimit) -> int | None:
-    """The controller's count of the records ``limit`` counts (``scontrol show assoc_mgr``), None where it does not
-    say (an older Slurm, PrivateData hiding it, no such association or QOS)."""
+    """The controller's count of the records ``limit`` counts (``scontrol show assoc_mgr``, its ``assoc_mgr_query``),
+    None where it does not say (an older Slurm, PrivateData=usage hiding it, no such association or QOS)."""
+    query = limit.assoc_mgr_query()
+    lines = (run_quietly(["scontrol", "-o", "show", "assoc_mgr", *query]) or "").splitlines() if query else []
     if limit.qos:
-        return qos_records(limit.qos, limit.user)
-    if limit.user:
-        return controller_records(limit.user, limit.account)
-    return account_records(limit.account) if limit.account else None
+        return _qos_count(lines, limit.qos, limit.user)
+    return _users_count(lines, limit.user, limit.account) if limit.user else _account_count(lines, limit.account)
 
 
 def controller_records(user: str, account: str = "") -> int | None:
-    """The controller's count of ``user``'s submitted job records (``GrpSubmitJobs=limit(count)`` of the user's
-    associations in ``scontrol show assoc_mgr``, summed over them, or over those in ``account`` when it is given:
-    what MaxSubmitJobs is checked against), None where it does not say. Slurm 22.05.8 was seen to keep counting a
-    job after requeues (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than sbatch counts."""
-    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"users={user}", "flags=assoc"])
-    lines = [line for line in (out or "").splitlines() if re.search(rf"\bUserName={re.escape(user)}\(", line)
-             and (not account or re.search(rf"\bAccount={re.escape(account)}(?=\s|$)", line))]
-    counts = [_count(m) for line in lines for m in [_GRP_SUBMIT.search(line)] if m]
+    """The controller's count of ``user``'s submitted job records (in ``account`` when it is given): what
+    MaxSubmitJobs is checked against. Slurm 22.05.8 was seen to keep counting a job after requeues
+    (docs/pipeline.md, "Under a submit limit"); squeue then shows fewer records than sbatch counts."""
+    return controller_count(SubmitLimit(None, "", user=user, account=account))
+
+
+def _users_count(lines: list[str], user: str, account: str) -> int | None:
+    """``GrpSubmitJobs=limit(count)`` of the user's associations (those in ``account`` when it is given), summed."""
+    found = [m for line in lines if re.search(rf"\bUserName={re.escape(user)}\(", line)
+             and (not account or re.search(rf"\bAccount={re.escape(account)}(?=\s|$)", line))
+             for m in [_GRP_SUBMIT.search(line)] if m]
+    counts = [_count(m) for m in found]
     return None if not counts or None in counts else sum(c for c in counts if c is not None)
 
 
-def account_records(account: str) -> int | None:
-    """The controller's count of the records charged to ``account`` and its sub-accounts, every user's (the
-    ``GrpSubmitJobs`` count of the account's own association, the row without a user), None where it does not say."""
-    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"])
-    for line in (out or "").splitlines():
-        if re.search(rf"\bAccount={re.escape(account)}\s", line) and re.search(r"\bUserName=(\s|$)", line):
-            return _count(_GRP_SUBMIT.search(line))
-    return None
+def _account_count(lines: list[str], account: str) -> int | None:
+    """The count of the records charged to ``account`` and its sub-accounts, every user's: the ``GrpSubmitJobs``
+    count of the account's own association (the row without a user)."""
+    row = next((line for line in lines if re.search(rf"\bAccount={re.escape(account)}\s", line)
+                and re.search(r"\bUserName=(\s|$)", line)), "")
+    return _count(_GRP_SUBMIT.search(row))
 
 
-def qos_records(qos: str, user: str = "") -> int | None:
-    """The controller's count of the records under ``qos``: every user's (its ``GrpSubmitJobs`` count), or
-    ``user``'s alone (``MaxSubmitJobsPU`` under the QOS's "User Limits", keyed by uid), None where it does not say
-    (the user has had no job under the QOS since the controller started, for one)."""
-    out = run_quietly(["scontrol", "-o", "show", "assoc_mgr", f"qos={qos}", "flags=qos"])
-    line = next((line for line in (out or "").splitlines() if re.match(rf"QOS={re.escape(qos)}\(", line)), "")
+def _qos_count(lines: list[str], qos: str, user: str) -> int | None:
+    """The count of the records under ``qos``: every user's (its ``GrpSubmitJobs`` count), or ``user``'s alone
+    (``MaxSubmitJobsPU`` under the QOS's "User Limits", keyed by uid)."""
+    line = next((line for line in lines if re.match(rf"QOS={re.escape(qos)}\(", line)), "")
     if not user:
         return _count(_GRP_SUBMIT.search(line))
     uid = _uid(user)

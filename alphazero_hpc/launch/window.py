@@ -88,9 +88,8 @@ def first_window(cfg: Config, plan: LaunchPlan, extra: int = 0) -> Window:
 def _listing(limit: SubmitLimit) -> str:
     """The command(s) that list the records ``limit`` counts."""
     squeue = " ".join(["squeue -a -r", *limit.squeue_scope()])
-    if limit.user and not limit.qos:  # the controller's own count of the user's association, which sbatch checks
-        return f"{squeue}; the controller's count: scontrol show assoc_mgr users=$USER flags=assoc"
-    return squeue
+    query = limit.assoc_mgr_query()  # the controller's own count, which sbatch checks
+    return f"{squeue}; the controller's count: scontrol show assoc_mgr {' '.join(query)}" if query else squeue
 
 
 def _cancelled(record: LaunchRecord) -> bool:
