@@ -211,6 +211,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 790 [700, 879] (94 generations, 523 k positions) against 4x64-rr4's 755 [668, 843] (83, 470 k; 758 at 1 CPU-hour)
     "4x64-rr2": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # one training sample per new position: 8, 4 and 2 samples rated 708-717, 755 and 790 at 2 CPU-hours, each point
+    # above the last, and at 2 samples the trainer was ~15% of a generation's CPU, so this asks whether fewer steps
+    # per position (less refitting of the window) go on helping, not whether they buy more games
+    "4x64-rr1": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 790 [700, 879]
 # after 2.01 CPU-hours, the best at the full budget (4x64-rr4 755, 4x64-attacks 717 and 708), intervals overlapping
