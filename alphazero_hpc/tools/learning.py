@@ -216,6 +216,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # per position (less refitting of the window) go on helping, not whether they buy more games
     "4x64-rr1": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
+    # the supervised track's 6x64 net held 1250 where every 4x64 self-play recipe stopped near 750-790 from 1 CPU-hour
+    # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU
+    "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 790 [700, 879]
 # after 2.01 CPU-hours, the best at the full budget (4x64-rr4 755, 4x64-attacks 717 and 708), intervals overlapping
