@@ -33,6 +33,7 @@ def _check(cond: bool, key: str, msg: str) -> None:
 
 # The choices of the config's enumerated keys: each is checked by ``_check_choices``, and nowhere else.
 Algorithm = Literal["puct", "gumbel"]
+PlayAlgorithm = Literal["same", "puct", "gumbel"]
 Interior = Literal["puct", "deterministic"]
 RootValue = Literal["visits", "improved"]
 Precision = Literal["auto", "bf16", "float32"]
@@ -321,6 +322,9 @@ class EvalConfig:
     adjudicate_material: int = 0  # > 0: a game drawn by repetition, fifty moves or max_plies while a side is this much
                                   # material ahead (pawn 1 ... queen 9) is scored as its win; 0: chess rules only
     openings: str = "book"  # book (the shipped balanced set) or random:K (K random plies per opening, seeded)
+    algorithm: PlayAlgorithm = "same"  # the search a network plays with in matches, ratings and UCI: same (mcts.algorithm,
+                                       # the search it learned with), puct or gumbel. A Gumbel-trained net can play
+                                       # stronger under PUCT at hundreds of simulations (docs/evaluation.md)
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
@@ -405,6 +409,15 @@ class Config:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
+
+    @property
+    def play_search(self) -> str:
+        """eval.algorithm where it differs from mcts.algorithm, else "": what a match's ledger key must name."""
+        return "" if self.eval.algorithm in ("same", self.mcts.algorithm) else self.eval.algorithm
+
+    def play_mcts(self) -> MCTSConfig:
+        """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice."""
+        return dataclasses.replace(self.mcts, algorithm=self.play_search) if self.play_search else self.mcts
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)

@@ -216,6 +216,27 @@ def test_evaluate_errors_are_one_line(eval_run, tmp_path):
     assert r.returncode == 1 and "no evaluations" in r.stderr
 
 
+def test_eval_algorithm_is_the_search_a_network_plays_with(eval_run):
+    """eval.algorithm overrides mcts.algorithm for the network's matches only (self-play keeps mcts), and names
+    itself in the match's ledger key where it differs; 'same' is the run's own search."""
+    import dataclasses
+
+    from alphazero_hpc.evaluate.runner import MatchPlan, make_player
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.store.runconfig import read_run_config
+
+    cfg = read_run_config(RunPaths(eval_run))
+    assert cfg.mcts.algorithm == "puct" and cfg.eval.algorithm == "same" and cfg.play_search == ""
+    for algorithm, search in (("same", ""), ("puct", ""), ("gumbel", "gumbel")):
+        c = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=algorithm))
+        plan = MatchPlan("gen:1", "random", 2, 4, "book", 0, 24, search=c.play_search)
+        player = make_player("gen:1", RunPaths(eval_run), c, plan, search_rules(24), "cpu")
+        assert c.play_search == search and player.mcts.algorithm == (search or "puct") and c.mcts.algorithm == "puct"
+        assert plan.key.endswith(f"|search={search}") == bool(search)
+    with pytest.raises(Exception, match="eval.algorithm"):
+        dataclasses.replace(cfg.eval, algorithm="alphabeta")
+
+
 # -- Stockfish -------------------------------------------------------------------------------------------
 def test_stockfish_opponent(eval_run, stockfish):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",

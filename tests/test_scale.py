@@ -248,6 +248,17 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert proven.returncode == 0 and "0 games already in the ledger" in proven.stdout, proven.stderr
     new = read_ledger(RunPaths(eval_run))[len(entries):]
     assert new and all(e.get("mate_in_one") is True and e["key"].endswith("|mate_in_one") for e in new)
+    # ... and so is the same network playing another search at the root (eval.algorithm; here --search, the run's
+    # mcts.algorithm being puct): its entries name the search, and a rerun finds them
+    gumbel = ["evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table), "--interval", "300",
+              "--max-games", "20", "--simulations", "2", "--search", "gumbel"]
+    searched = run_cli(*gumbel)
+    assert searched.returncode == 0 and "0 games already in the ledger" in searched.stdout, searched.stderr
+    assert "2 simulations per move, Gumbel" in searched.stdout
+    more = read_ledger(RunPaths(eval_run))[len(entries) + len(new):]
+    assert more and all(e.get("search") == "gumbel" and e["key"].endswith("|search=gumbel") for e in more)
+    again = run_cli(*gumbel)
+    assert f"{sum(e['games'] for e in more)} games already in the ledger" in again.stdout, again.stderr
 
 
 def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811

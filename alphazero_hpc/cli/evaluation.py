@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .app import main
 @click.option("--games", type=click.IntRange(min=1), help="Games per opponent [eval.games].")
 @click.option("--simulations", type=click.IntRange(min=1), help="Simulations per move of the network(s) [eval.simulations, else mcts.simulations].")
 @click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
+@click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
+              help="The network's search in these games: same (mcts.algorithm), puct or gumbel [eval.algorithm].")
 @click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
 @click.option("--adjudicate-material", type=click.IntRange(min=0),
               help="Score a game drawn by repetition/fifty moves/max plies as a win for a side this much material ahead [eval.adjudicate_material].")
@@ -36,7 +39,7 @@ from .app import main
               help="With --scale: a scale table of azhpc ladder fit (default: the one shipped with azhpc).")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
-             openings: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
+             openings: str | None, search: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
              stockfish_path: str | None, fairy_path: str | None, scale: bool, target: float, max_games: int,
              scale_table: Path | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
@@ -52,6 +55,8 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     from ..store.runconfig import read_run_config
 
     cfg = read_run_config(RunPaths(run_dir))
+    if search:
+        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=search))
     if scale:
         from ..evaluate.scale import ANCHOR_NOTE, rate_on_scale
 
@@ -117,11 +122,13 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
               help="Simulations per move when go gives no limit (go nodes/movetime/wtime override it).")
 @click.option("--movetime", "movetime_ms", type=click.IntRange(min=1), help="Milliseconds per move when go gives no limit.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
-def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str) -> None:
+@click.option("--search", type=click.Choice(["same", "puct", "gumbel"]), default="same", show_default=True,
+              help="same: the run's search (mcts.algorithm, or eval.algorithm where set); puct or gumbel.")
+def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
     from ..evaluate.uci import run_uci
 
-    run_uci(checkpoint, simulations, movetime_ms, device)
+    run_uci(checkpoint, simulations, movetime_ms, device, search=search)
 
 
 @main.command()

@@ -36,6 +36,7 @@ class MatchPlan:
     adjudicate_material: int = 0
     mate_in_one: bool = False  # the network players' search proves mates in one (mcts.mate_in_one)
     leaf_capture_value: float = 0.0  # their search's mcts.leaf_capture_value
+    search: str = ""  # their search's algorithm where eval.algorithm overrides the run's mcts.algorithm
 
     @property
     def generation(self) -> int | None:
@@ -48,7 +49,8 @@ class MatchPlan:
                 f"|seed={self.seed}|max_plies={self.max_plies}"
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
                 + ("|mate_in_one" if self.mate_in_one else "")
-                + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else ""))
+                + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else "")
+                + (f"|search={self.search}" if self.search else ""))
 
     @property
     def pgn_name(self) -> str:
@@ -87,7 +89,7 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
     model, _ = load_model(path, expect=cfg.model)
     evaluator = TorchEvaluator(model, pick_device(device), cfg.mcts.precision, cfg.mcts.channels_last)
     evaluator.tune_threads()  # a rating beside other work on a small machine: one thread may be the faster
-    return NetPlayer(evaluator, cfg.mcts, simulations, rules, f"gen:{generation}")
+    return NetPlayer(evaluator, cfg.play_mcts(), simulations, rules, f"gen:{generation}")
 
 
 def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
@@ -114,7 +116,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
                      simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
                      max_plies or ev.max_plies,
                      ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one,
-                     cfg.mcts.leaf_capture_value)
+                     cfg.mcts.leaf_capture_value, cfg.play_search)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
@@ -167,6 +169,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         **({"rules_only": rules_only} if plan.adjudicate_material else {}),
         **({"mate_in_one": True} if plan.mate_in_one else {}),
         **({"leaf_capture_value": plan.leaf_capture_value} if plan.leaf_capture_value else {}),
+        **({"search": plan.search} if plan.search else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),

@@ -414,15 +414,17 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     played = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in read_ledger(paths)
               if e["player"] == player and e["opponent"] in names and not e.get("adjudicate_material", 0)
               and e.get("simulations") == sims and bool(e.get("mate_in_one")) == cfg.mcts.mate_in_one
-              and float(e.get("leaf_capture_value", 0.0)) == cfg.mcts.leaf_capture_value]
+              and float(e.get("leaf_capture_value", 0.0)) == cfg.mcts.leaf_capture_value
+              and e.get("search", "") == cfg.play_search]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, cfg.mcts.mate_in_one,
-                         cfg.mcts.leaf_capture_value)
+                         cfg.mcts.leaf_capture_value, cfg.play_search)
         entry, _ = play_recorded(paths, cfg, plan, device, engines)
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
-    echo(f"rating {player} ({sims} simulations per move) on the {SCALE_NAME}: {len(rungs)} rungs, "
+    search = cfg.play_mcts().algorithm
+    echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}) on the {SCALE_NAME}: {len(rungs)} rungs, "
          f"{sum(s.games for _, s in played)} games already in the ledger")
     return climb(player, rungs, play_block, played, target, probe, block, max_games, echo)
 

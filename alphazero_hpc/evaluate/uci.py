@@ -199,7 +199,7 @@ class UciEngine:
 
 
 def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
-            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
+            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str = "same") -> None:
     from ..net.checkpoint import load_model
     from ..net.inference import TorchEvaluator, pick_device
     from ..store.paths import RunPaths
@@ -208,8 +208,10 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     model, payload = load_model(checkpoint)
     mcts = MCTSConfig()
     run = RunPaths.of_checkpoint(checkpoint)
-    if run is not None:  # a network of a run folder searches with that run's settings
-        mcts = read_run_config(run).mcts
+    if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm)
+        mcts = read_run_config(run).play_mcts()
+    if search != "same":
+        mcts = dataclasses.replace(mcts, algorithm=search)
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)
