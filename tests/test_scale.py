@@ -259,6 +259,10 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert more and all(e.get("search") == "gumbel" and e["key"].endswith("|search=gumbel") for e in more)
     again = run_cli(*gumbel)
     assert f"{sum(e['games'] for e in more)} games already in the ledger" in again.stdout, again.stderr
+    elo = run_cli("elo", str(eval_run), "--scale-table", str(table), "--json")  # a player apart from gen:1
+    assert elo.returncode == 0, elo.stderr
+    names = {x["name"]: x for x in json.loads(elo.stdout)["ratings"]}
+    assert names["gen:1@gumbel2"]["games"] == sum(e["games"] for e in more) and "gen:1" in names
 
 
 def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811

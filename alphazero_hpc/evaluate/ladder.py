@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from ..store import atomic
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from .elo import MatchScore, Rating, fit_ratings, ladder_table
-from .ledger import read_ledger
+from .ledger import LedgerEntry, read_ledger
 
 
 def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0, write: bool = True,
@@ -28,8 +29,9 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
         raise AzhpcError(f"no evaluations in {paths.ledger}"
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
                          + f": run azhpc evaluate {run_dir} --generation G --opponent random first")
-    names = {e["player"] for e in entries} | {e["opponent"] for e in entries}
-    matches = [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries]
+    matches = [(player_label(e["player"], e), player_label(e["opponent"], e), MatchScore(e["wins"], e["draws"], e["losses"]))
+               for e in entries]
+    names = {m[0] for m in matches} | {m[1] for m in matches}
     if scale and adjudicate_material:
         raise AzhpcError(f"the scale is calibrated with chess rules only: fit {paths.ledger}'s matches with "
                          "--adjudicate-material 0, or without --scale")
@@ -54,5 +56,13 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     return table, entries, on_scale
 
 
+def player_label(name: str, entry: LedgerEntry) -> str:
+    """A network playing with another search than its run's (eval.algorithm, the entry's "search") is another
+    player in the ladder: ``gen:94@puct400``; engines, random and greedy keep their names."""
+    search = entry.get("search")
+    return f"{name}@{search}{entry['simulations']}" if search and name.startswith("gen:") else name
+
+
 def generation_of(name: str) -> int | None:
-    return int(name[4:]) if name.startswith("gen:") else None
+    """The generation of a network that plays with its run's own search; None for anything else."""
+    return int(name[4:]) if re.fullmatch(r"gen:\d+", name) else None

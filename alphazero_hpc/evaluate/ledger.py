@@ -37,6 +37,7 @@ class LedgerEntry(TypedDict, total=False):
     rules_only: dict  # optional, with adjudicate_material: the same games' score under chess rules only
     mate_in_one: bool  # optional, true when the network's search proved mates in one (mcts.mate_in_one)
     leaf_capture_value: float  # optional, the network's search's mcts.leaf_capture_value when not 0
+    search: str  # optional, the network's search algorithm where eval.algorithm overrode the run's (azhpc elo: gen:K@puct400)
     wins: int  # the first player's, over ``games``
     draws: int
     losses: int

@@ -70,7 +70,7 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             print(f"azhpc plot: no Elo figure: {exc}")
     if table is not None:
         rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
-        anchors = [r for r in table if generation_of(r.name) is None and r.elo is not None]
+        anchors = [r for r in table if not r.name.startswith("gen:") and r.elo is not None]
         hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, layout="constrained")
         for ax, xs, label in ((axes[0], [g for g, _ in rated], "generation"),
