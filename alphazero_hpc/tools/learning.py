@@ -213,12 +213,15 @@ ARMS: dict[str, tuple[str, ...]] = {
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
     # one training sample per new position: 8, 4 and 2 samples rated 708-717, 755 and 790 at 2 CPU-hours, each point
     # above the last, and at 2 samples the trainer was ~15% of a generation's CPU, so this asks whether fewer steps
-    # per position (less refitting of the window) go on helping, not whether they buy more games
+    # per position (less refitting of the window) go on helping, not whether they buy more games.
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 6x64-rr2): 810 [722, 898] (48 generations, 289 k
+    # positions), against 4x64-rr4's 758 at 1.02: the best point at 1 CPU-hour, intervals overlapping
     "4x64-rr1": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
     # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
     # the supervised track's 6x64 net held 1250 where every 4x64 self-play recipe stopped near 750-790 from 1 CPU-hour
-    # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU
+    # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU.
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 4x64-rr1): 786 [697, 876] (36 generations, 221 k positions)
     "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
