@@ -417,7 +417,7 @@ class Config:
 
     def play_mcts(self) -> MCTSConfig:
         """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice."""
-        return dataclasses.replace(self.mcts, algorithm=self.play_search) if self.play_search else self.mcts
+        return with_algorithm(self.mcts, self.play_search) if self.play_search else self.mcts
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -425,6 +425,13 @@ class Config:
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: equal configs have equal digests."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def with_algorithm(mcts: MCTSConfig, algorithm: str) -> MCTSConfig:
+    """``mcts`` searching with ``algorithm`` instead; a Gumbel-only root value falls back to PUCT's (the mean of the
+    visits), which changes no move played."""
+    root_value = mcts.gumbel_root_value if algorithm == "gumbel" else "visits"
+    return dataclasses.replace(mcts, algorithm=algorithm, gumbel_root_value=root_value)
 
 
 SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)}

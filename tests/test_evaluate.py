@@ -235,6 +235,10 @@ def test_eval_algorithm_is_the_search_a_network_plays_with(eval_run):
         assert plan.key.endswith(f"|search={search}") == bool(search)
     with pytest.raises(Exception, match="eval.algorithm"):
         dataclasses.replace(cfg.eval, algorithm="alphabeta")
+    # a Gumbel run whose root value is Gumbel's own (mcts.gumbel_root_value=improved) still plays under PUCT
+    gumbel = dataclasses.replace(cfg, mcts=dataclasses.replace(cfg.mcts, algorithm="gumbel", gumbel_root_value="improved"),
+                                 eval=dataclasses.replace(cfg.eval, algorithm="puct"))
+    assert gumbel.play_mcts().algorithm == "puct" and gumbel.play_mcts().gumbel_root_value == "visits"
 
 
 # -- Stockfish -------------------------------------------------------------------------------------------

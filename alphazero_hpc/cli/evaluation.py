@@ -122,9 +122,9 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
               help="Simulations per move when go gives no limit (go nodes/movetime/wtime override it).")
 @click.option("--movetime", "movetime_ms", type=click.IntRange(min=1), help="Milliseconds per move when go gives no limit.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
-@click.option("--search", type=click.Choice(["same", "puct", "gumbel"]), default="same", show_default=True,
-              help="same: the run's search (mcts.algorithm, or eval.algorithm where set); puct or gumbel.")
-def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str) -> None:
+@click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
+              help="The network's search: same (mcts.algorithm), puct or gumbel [eval.algorithm of its run].")
+def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
     from ..evaluate.uci import run_uci
 

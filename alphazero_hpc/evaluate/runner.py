@@ -58,7 +58,7 @@ class MatchPlan:
             return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
 
         first = "" if self.generation is not None else slug(self.player) + "-"
-        return first + "vs-" + slug(self.opponent) + f"-s{self.seed}"
+        return first + "vs-" + slug(self.opponent) + f"-s{self.seed}" + (f"-{self.search}{self.simulations}" if self.search else "")
 
 
 def canonical_opponent(spec: str, generation: int) -> str:
@@ -191,5 +191,6 @@ def describe(entry: LedgerEntry) -> str:
     return (f"{entry['player']} vs {entry['opponent']}: +{entry['wins']} ={entry['draws']} -{entry['losses']} "
             f"({entry['games']} games, score {s:.3f}), Elo {format_elo(entry['elo'], s)} [95% {lo}, {hi}], "
             f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move"
+            + (f" ({entry['search'].upper()})" if entry.get("search") else "")
             + (f", draws by rule with >= {entry['adjudicate_material']} material ahead scored as wins"
                if entry.get("adjudicate_material") else ""))

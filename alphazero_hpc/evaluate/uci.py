@@ -18,7 +18,7 @@ from typing import IO, Callable
 
 import chess
 
-from ..config import MCTSConfig
+from ..config import Config, MCTSConfig
 from ..game.rules import Rules, search_rules
 from ..search.api import TreeSearch
 from ..search.evaluator import Evaluator
@@ -199,19 +199,20 @@ class UciEngine:
 
 
 def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
-            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str = "same") -> None:
+            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str | None = None) -> None:
     from ..net.checkpoint import load_model
     from ..net.inference import TorchEvaluator, pick_device
     from ..store.paths import RunPaths
     from ..store.runconfig import read_run_config
 
     model, payload = load_model(checkpoint)
-    mcts = MCTSConfig()
+    cfg = Config()
     run = RunPaths.of_checkpoint(checkpoint)
     if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm)
-        mcts = read_run_config(run).play_mcts()
-    if search != "same":
-        mcts = dataclasses.replace(mcts, algorithm=search)
+        cfg = read_run_config(run)
+    if search is not None:  # --search: same is mcts.algorithm, as in azhpc evaluate
+        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=search))
+    mcts = cfg.play_mcts()
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)

@@ -439,7 +439,7 @@ def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[dict[
         js = job.state.split("/")[0]
         if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
             state = "failed"
-    matches = [f"vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
+    matches = [f"{'@' + e['search'] + str(e['simulations']) + ' ' if e.get('search') else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
                f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]
     return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import AzhpcError
 from ..evaluate.elo import MatchScore, fit_ratings, ladder_table
+from ..evaluate.ladder import player_label
 from ..evaluate.ledger import read_ledger
 from ..evaluate.runner import describe, evaluate
 from ..evaluate.scale import SCALE_NAME, has_engine_rung, load_scale, rate_on_scale, scale_fit
@@ -318,8 +319,8 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
         for e in read_ledger(out.arm(arm.name)):
             if e.get("adjudicate_material", 0):
                 continue
-            player = f"{arm.name}/{e['player']}"
-            opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{e['opponent']}"
+            player = f"{arm.name}/{player_label(e['player'], e)}"  # gen:K@puct400: a network under another search
+            opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{player_label(e['opponent'], e)}"
             matches.append((player, opponent, MatchScore(e["wins"], e["draws"], e["losses"])))
     if not matches:
         raise AzhpcError(f"no matches in the arms of {out.root}: evaluate them first")
