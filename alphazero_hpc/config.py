@@ -415,6 +415,10 @@ class Config:
         """eval.algorithm where it differs from mcts.algorithm, else "": what a match's ledger key must name."""
         return "" if self.eval.algorithm in ("same", self.mcts.algorithm) else self.eval.algorithm
 
+    def playing(self, algorithm: str | None) -> Config:
+        """This config with eval.algorithm set to ``algorithm`` (a --search option); None keeps it."""
+        return self if algorithm is None else dataclasses.replace(self, eval=dataclasses.replace(self.eval, algorithm=algorithm))
+
     def play_mcts(self) -> MCTSConfig:
         """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice."""
         return with_algorithm(self.mcts, self.play_search) if self.play_search else self.mcts

@@ -162,3 +162,35 @@ def test_gumbel_search_answers_nodes_and_movetime():
     eng._finish_search()
     answers = [line for line in out.getvalue().splitlines() if line.startswith("bestmove")]
     assert answers == ["bestmove d2d5", "bestmove d2d5"]
+
+
+@pytest.mark.parametrize("configured, flag, expected", [("same", None, "puct"), ("same", "gumbel", "gumbel"),
+                                                        ("gumbel", None, "gumbel"), ("gumbel", "same", "puct")])
+def test_uci_plays_with_the_runs_eval_algorithm_unless_search_says_otherwise(tmp_path, monkeypatch, configured, flag,
+                                                                          expected):
+    """A network of a run folder plays UCI with its run's eval.algorithm (here over mcts.algorithm puct); --search
+    overrides it, and --search same is mcts.algorithm, as in azhpc evaluate."""
+    import io
+
+    from alphazero_hpc.evaluate import uci
+    from alphazero_hpc.store.paths import RunPaths
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    from .conftest import TINY
+
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, [f"eval.algorithm={configured}"])
+    assert cfg.mcts.algorithm == "puct"
+    save_checkpoint(paths.model(1), build_model(cfg.model, seed=1), generation=1)
+    seen = []
+
+    class Recorder:
+        def __init__(self, evaluator, mcts, *args):
+            seen.append(mcts.algorithm)
+
+        def run(self, stdin):
+            pass
+
+    monkeypatch.setattr(uci, "UciEngine", Recorder)
+    uci.run_uci(paths.model(1), 8, None, "cpu", io.StringIO("quit\n"), io.StringIO(), search=flag)
+    assert seen == [expected]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -54,9 +53,7 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     from ..store.paths import RunPaths
     from ..store.runconfig import read_run_config
 
-    cfg = read_run_config(RunPaths(run_dir))
-    if search:
-        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=search))
+    cfg = read_run_config(RunPaths(run_dir)).playing(search)
     if scale:
         from ..evaluate.scale import ANCHOR_NOTE, rate_on_scale
 

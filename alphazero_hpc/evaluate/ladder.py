@@ -10,7 +10,7 @@ from ..store import atomic
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from .elo import MatchScore, Rating, fit_ratings, ladder_table
-from .ledger import LedgerEntry, read_ledger
+from .ledger import LedgerEntry, read_ledger, search_tag
 
 
 def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0, write: bool = True,
@@ -59,8 +59,8 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
 def player_label(name: str, entry: LedgerEntry) -> str:
     """A network playing with another search than its run's (eval.algorithm, the entry's "search") is another
     player in the ladder: ``gen:94@puct400``; engines, random and greedy keep their names."""
-    search = entry.get("search")
-    return f"{name}@{search}{entry['simulations']}" if search and name.startswith("gen:") else name
+    tag = search_tag(entry)
+    return f"{name}@{tag}" if tag and name.startswith("gen:") else name
 
 
 def generation_of(name: str) -> int | None:

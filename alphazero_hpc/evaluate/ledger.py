@@ -58,6 +58,12 @@ class LedgerEntry(TypedDict, total=False):
     slurm_job_id: str | None
 
 
+def search_tag(entry: LedgerEntry) -> str:
+    """``puct400`` for a network that played under another search than its run's (the entry's ``search``) at 400
+    simulations; "" for its run's own search."""
+    return f"{entry['search']}{entry['simulations']}" if entry.get("search") else ""
+
+
 @contextlib.contextmanager
 def _locked(paths: RunPaths) -> Iterator[None]:
     lock = paths.ledger_lock

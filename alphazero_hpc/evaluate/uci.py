@@ -210,9 +210,7 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     run = RunPaths.of_checkpoint(checkpoint)
     if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm)
         cfg = read_run_config(run)
-    if search is not None:  # --search: same is mcts.algorithm, as in azhpc evaluate
-        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=search))
-    mcts = cfg.play_mcts()
+    mcts = cfg.playing(search).play_mcts()  # --search: same is mcts.algorithm, as in azhpc evaluate
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)

@@ -21,7 +21,7 @@ from ..cluster import scheduler
 from ..config import Config
 from ..errors import AzhpcError
 from ..evaluate.elo import format_elo
-from ..evaluate.ledger import LedgerEntry, read_ledger
+from ..evaluate.ledger import LedgerEntry, read_ledger, search_tag
 from ..launch.plan import LaunchPlan
 from ..launch.record import ElsewhereError, JobRecord, LaunchRecord, SupervisorRecord, azhpc_process_alive, job_states, read_record
 from ..store.paths import RunPaths
@@ -439,7 +439,7 @@ def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[dict[
         js = job.state.split("/")[0]
         if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
             state = "failed"
-    matches = [f"{'@' + e['search'] + str(e['simulations']) + ' ' if e.get('search') else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
+    matches = [f"{'@' + search_tag(e) + ' ' if search_tag(e) else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
                f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]
     return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
 
