@@ -219,6 +219,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     # positions), against 4x64-rr4's 758 at 1.02: the best point at 1 CPU-hour, intervals overlapping
     "4x64-rr1": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 4x64-rr1 at half the search: 8 simulations (2 on fast moves) over the prior's top 8 moves, one visit each, as
+    # 16 over 16 was. Each step of less training per position bought more positions for the budget and rated higher
+    # (8, 4, 2, 1 samples); at 1 sample self-play is ~90% of the CPU, so the search is what is left to trade for
+    # positions: ~2x the positions against a one-ply improved policy over 8 moves instead of 16.
+    "4x64-g8": (*_gumbel(8, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
+                "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
     # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
     # the supervised track's 6x64 net held 1250 where every 4x64 self-play recipe stopped near 750-790 from 1 CPU-hour
     # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU.
