@@ -415,6 +415,11 @@ class Config:
         """eval.algorithm where it differs from mcts.algorithm, else "": what a match's ledger key must name."""
         return "" if self.eval.algorithm in ("same", self.mcts.algorithm) else self.eval.algorithm
 
+    @property
+    def play_simulations(self) -> int:
+        """Simulations per move a network of this run plays with: eval.simulations, else mcts.simulations."""
+        return self.eval.simulations or self.mcts.simulations
+
     def playing(self, algorithm: str | None) -> Config:
         """This config with eval.algorithm set to ``algorithm`` (a --search option); None keeps it."""
         return self if algorithm is None else dataclasses.replace(self, eval=dataclasses.replace(self.eval, algorithm=algorithm))

@@ -196,10 +196,18 @@ def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
     again = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", *FAST)
     assert again.returncode == 0 and "already in the ledger" in again.stdout
     assert len(read_ledger(RunPaths(eval_run))) == 3
+    # the same opponent and seed at the run's own simulations (eval.simulations, else mcts.simulations: 16 here):
+    # another match, with its own PGN file, and in the ladder another player than the network at 4 simulations
+    own = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", "--games", "2", "--max-plies", "24")
+    assert own.returncode == 0 and "16 sims/move" in own.stdout, own.stderr
+    entries = read_ledger(RunPaths(eval_run))
+    assert len({e["pgn"] for e in entries}) == 4
+    assert [(eval_run / e["pgn"]).read_text().count("[Event ") for e in entries] == [4, 4, 4, 2]
     ladder = run_cli("elo", str(eval_run), "--json")
     assert ladder.returncode == 0, ladder.stderr
     names = {r["name"]: r for r in json.loads(ladder.stdout)["ratings"]}
-    assert set(names) == {"gen:0", "gen:1", "random", "greedy"} and names["random"]["elo"] == 0.0
+    assert set(names) == {"gen:0@puct4", "gen:1@puct4", "gen:1", "random", "greedy"} and names["random"]["elo"] == 0.0
+    assert names["gen:1"]["games"] == 2 and names["gen:1@puct4"]["games"] == 12
     assert json.loads((eval_run / "eval" / "ratings.json").read_text())["anchor"] == "random"
 
 

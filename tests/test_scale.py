@@ -238,7 +238,9 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert elo.returncode == 0, elo.stderr
     out = json.loads(elo.stdout)
     names = {x["name"]: x for x in out["ratings"]}
-    assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1"]["elo"] is not None
+    # at 2 simulations, not the run's 16 (eval.simulations, else mcts.simulations): named so in the ladder
+    assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1@puct2"]["elo"] is not None
+    assert not any(name.startswith("gen:1") and name != "gen:1@puct2" for name in names)
     # The same network with another search (mcts.mate_in_one in the run's config) is a new player: nothing reused.
     config = eval_run / "config.yaml"
     assert config.read_text().count("  mate_in_one: false\n") == 1  # the run's config names every key
@@ -262,7 +264,10 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     elo = run_cli("elo", str(eval_run), "--scale-table", str(table), "--json")  # a player apart from gen:1
     assert elo.returncode == 0, elo.stderr
     names = {x["name"]: x for x in json.loads(elo.stdout)["ratings"]}
-    assert names["gen:1@gumbel2"]["games"] == sum(e["games"] for e in more) and "gen:1" in names
+    assert names["gen:1@gumbel2"]["games"] == sum(e["games"] for e in more)
+    # the run's config proves mates now: its first matches (no proof) are a third player apart from the second's
+    assert names["gen:1@puct2"]["games"] == sum(e["games"] for e in new)
+    assert names["gen:1@puct2,nomate"]["games"] == sum(e["games"] for e in entries)
 
 
 def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811

@@ -10,6 +10,8 @@ from ..store import atomic
 from ..errors import AzhpcError
 from ..store.paths import RunPaths
 from .elo import MatchScore, Rating, fit_ratings, ladder_table
+from ..config import Config
+from ..store.runconfig import read_run_config
 from .ledger import LedgerEntry, read_ledger, search_tag
 
 
@@ -29,7 +31,8 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
         raise AzhpcError(f"no evaluations in {paths.ledger}"
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
                          + f": run azhpc evaluate {run_dir} --generation G --opponent random first")
-    matches = [(player_label(e["player"], e), player_label(e["opponent"], e), MatchScore(e["wins"], e["draws"], e["losses"]))
+    cfg = read_run_config(paths) if paths.config.exists() else None  # how the run's own networks play
+    matches = [(player_label(e["player"], e, cfg), player_label(e["opponent"], e, cfg), MatchScore(e["wins"], e["draws"], e["losses"]))
                for e in entries]
     names = {m[0] for m in matches} | {m[1] for m in matches}
     if scale and adjudicate_material:
@@ -56,10 +59,11 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     return table, entries, on_scale
 
 
-def player_label(name: str, entry: LedgerEntry) -> str:
-    """A network playing with another search than its run's (eval.algorithm, the entry's "search") is another
-    player in the ladder: ``gen:94@puct400``; engines, random and greedy keep their names."""
-    tag = search_tag(entry)
+def player_label(name: str, entry: LedgerEntry, cfg: Config | None = None) -> str:
+    """A network playing with another search than its run's own (``cfg``: eval.algorithm at eval.simulations) is
+    another player in the ladder: ``gen:94@puct400``, ``gen:94@gumbel400``; engines, random and greedy keep their
+    names. Without ``cfg`` only another algorithm counts (ledger.search_tag)."""
+    tag = search_tag(entry, cfg)
     return f"{name}@{tag}" if tag and name.startswith("gen:") else name
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from typing import Iterator, TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, TypedDict
 
 from ..store import atomic
 from ..errors import RunDirError, describe_os_error, no_locks
 from ..store.paths import RunPaths
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 LEDGER_SCHEMA = 1
 
@@ -58,10 +62,39 @@ class LedgerEntry(TypedDict, total=False):
     slurm_job_id: str | None
 
 
-def search_tag(entry: LedgerEntry) -> str:
-    """``puct400`` for a network that played under another search than its run's (the entry's ``search``) at 400
-    simulations; "" for its run's own search."""
-    return f"{entry['search']}{entry['simulations']}" if entry.get("search") else ""
+@dataclass(frozen=True)
+class PlaySetup:
+    """How the network players of a match searched (simulations, the mate proof, leaf capture values, eval.algorithm
+    where it is not the run's): what makes ``gen:K`` in two ledger entries the same player."""
+    simulations: int
+    mate_in_one: bool = False
+    leaf_capture_value: float = 0.0
+    search: str = ""
+
+    @classmethod
+    def of_entry(cls, entry: Mapping[str, Any]) -> PlaySetup:
+        return cls(int(entry.get("simulations", 0)), bool(entry.get("mate_in_one")),
+                   float(entry.get("leaf_capture_value", 0.0)), str(entry.get("search", "")))
+
+    @classmethod
+    def of_config(cls, cfg: Config, simulations: int | None = None) -> PlaySetup:
+        """How ``cfg``'s networks play: at ``simulations``, else its play_simulations."""
+        return cls(simulations or cfg.play_simulations, cfg.mcts.mate_in_one, cfg.mcts.leaf_capture_value, cfg.play_search)
+
+
+def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
+    """How a network searched in the match ``entry`` where that is not its run's own way to play (``cfg``, the
+    run's config: eval.algorithm at its play_simulations, its mate proof and leaf capture values): ``puct400``,
+    ``gumbel2,nomate``; "" for the run's own. Without ``cfg`` only another algorithm than the run's counts."""
+    setup = PlaySetup.of_entry(entry)
+    if cfg is None:
+        return f"{setup.search}{setup.simulations}" if setup.search else ""
+    own = PlaySetup.of_config(cfg)
+    if setup == own:
+        return ""
+    return (f"{setup.search or cfg.mcts.algorithm}{setup.simulations}"
+            + ((",mate" if setup.mate_in_one else ",nomate") if setup.mate_in_one != own.mate_in_one else "")
+            + (f",capture={setup.leaf_capture_value:g}" if setup.leaf_capture_value != own.leaf_capture_value else ""))
 
 
 @contextlib.contextmanager

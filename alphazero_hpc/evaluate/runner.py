@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -57,8 +58,12 @@ class MatchPlan:
         def slug(name: str) -> str:
             return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
 
+        # readable, and one file per match: two matches that differ only in games, simulations, openings or scoring
+        # (same opponent and seed) would otherwise write the same PGN, the second over the first's games
         first = "" if self.generation is not None else slug(self.player) + "-"
-        return first + "vs-" + slug(self.opponent) + f"-s{self.seed}" + (f"-{self.search}{self.simulations}" if self.search else "")
+        digest = hashlib.sha1(self.key.encode()).hexdigest()[:8]
+        return (first + "vs-" + slug(self.opponent) + f"-s{self.seed}" + (f"-{self.search}{self.simulations}" if self.search else "")
+                + f"-{digest}")
 
 
 def canonical_opponent(spec: str, generation: int) -> str:
@@ -113,7 +118,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     whether it was played now)."""
     ev = cfg.eval
     plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
-                     simulations or ev.simulations or cfg.mcts.simulations, openings or ev.openings, seed,
+                     simulations or cfg.play_simulations, openings or ev.openings, seed,
                      max_plies or ev.max_plies,
                      ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one,
                      cfg.mcts.leaf_capture_value, cfg.play_search)

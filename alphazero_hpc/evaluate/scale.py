@@ -32,7 +32,7 @@ from ..store import atomic
 from ..store.paths import RunPaths
 from .elo import Z95, MatchScore, fit_ratings
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
-from .ledger import LedgerEntry, read_ledger
+from .ledger import LedgerEntry, PlaySetup, read_ledger
 from .match import book_openings
 from .runner import MatchPlan, play_recorded
 
@@ -408,18 +408,17 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     paths = RunPaths(run_dir)
     rungs = load_scale(table)
     player = f"gen:{generation}"
-    sims = simulations or cfg.eval.simulations or cfg.mcts.simulations
+    setup = PlaySetup.of_config(cfg, simulations)
+    sims = setup.simulations
     book = len(book_openings())
     names = {r.name for r in rungs}
     played = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in read_ledger(paths)
               if e["player"] == player and e["opponent"] in names and not e.get("adjudicate_material", 0)
-              and e.get("simulations") == sims and bool(e.get("mate_in_one")) == cfg.mcts.mate_in_one
-              and float(e.get("leaf_capture_value", 0.0)) == cfg.mcts.leaf_capture_value
-              and e.get("search", "") == cfg.play_search]
+              and PlaySetup.of_entry(e) == setup]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
-        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, cfg.mcts.mate_in_one,
-                         cfg.mcts.leaf_capture_value, cfg.play_search)
+        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
+                         setup.leaf_capture_value, setup.search)
         entry, _ = play_recorded(paths, cfg, plan, device, engines)
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 

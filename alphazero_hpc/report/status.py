@@ -397,7 +397,7 @@ def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, jobs: list[JobRo
         train = _train(paths, plan, g, jobs)
         if network is not None and train.state == "done" and sp.done == sp.tasks and not _active(jobs):
             _SETTLED[key] = (network, sp, train)
-    return GenerationStatus(g, sp, train, _eval(paths, g + 1, jobs, ledger, evaluated), jobs)
+    return GenerationStatus(g, sp, train, _eval(paths, cfg, g + 1, jobs, ledger, evaluated), jobs)
 
 
 def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> TrainStatus:
@@ -423,7 +423,7 @@ def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> Tra
     return train
 
 
-def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[dict[str, list[LedgerEntry]], str],
+def _eval(paths: RunPaths, cfg: Config, network: int, jobs: list[JobRow], ledger: tuple[dict[str, list[LedgerEntry]], str],
           evaluated: set[str] | None = None) -> EvalStatus | None:
     """Evaluation of the network generation ``network`` (what this generation's training wrote): the stage's
     progress, its job, and every ledger match that network played. None when it was never evaluated."""
@@ -439,7 +439,7 @@ def _eval(paths: RunPaths, network: int, jobs: list[JobRow], ledger: tuple[dict[
         js = job.state.split("/")[0]
         if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
             state = "failed"
-    matches = [f"{'@' + search_tag(e) + ' ' if search_tag(e) else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
+    matches = [f"{'@' + search_tag(e, cfg) + ' ' if search_tag(e, cfg) else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
                f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries]
     return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
 

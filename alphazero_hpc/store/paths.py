@@ -13,7 +13,7 @@
     RUN/import/progress/task-0001.json                  live progress of an import task
     RUN/train/gen-0000/                                 pretraining on the imported shards (azhpc launch --pretrain)
     RUN/eval/ledger.jsonl                               one line per evaluation match (azhpc evaluate)
-    RUN/eval/gen-0003/vs-random-s0.pgn                  that match's games
+    RUN/eval/gen-0003/vs-random-s0-1a2b3c4d.pgn         that match's games (the suffix: SHA-1 of its ledger key)
     RUN/launch.json                                     how the run was launched, every job id (azhpc launch)
     RUN/logs/                                           job logs (submitit, local stage processes)
 """

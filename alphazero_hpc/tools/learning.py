@@ -322,11 +322,13 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
     """One ladder over every arm's matches (players named ARM/gen:K; random, greedy and Stockfish shared)."""
     matches = []
     for arm in arms:
-        for e in read_ledger(out.arm(arm.name)):
+        paths = out.arm(arm.name)
+        cfg = read_run_config(paths) if paths.config.exists() else None
+        for e in read_ledger(paths):
             if e.get("adjudicate_material", 0):
                 continue
-            player = f"{arm.name}/{player_label(e['player'], e)}"  # gen:K@puct400: a network under another search
-            opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{player_label(e['opponent'], e)}"
+            player = f"{arm.name}/{player_label(e['player'], e, cfg)}"  # gen:K@puct400: another search or simulations
+            opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{player_label(e['opponent'], e, cfg)}"
             matches.append((player, opponent, MatchScore(e["wins"], e["draws"], e["losses"])))
     if not matches:
         raise AzhpcError(f"no matches in the arms of {out.root}: evaluate them first")
