@@ -216,7 +216,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # above the last, and at 2 samples the trainer was ~15% of a generation's CPU, so this asks whether fewer steps
     # per position (less refitting of the window) go on helping, not whether they buy more games.
     # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 6x64-rr2): 810 [722, 898] (48 generations, 289 k
-    # positions), against 4x64-rr4's 758 at 1.02: the best point at 1 CPU-hour, intervals overlapping
+    # positions), against 4x64-rr4's 758 at 1.02: the best point at 1 CPU-hour, intervals overlapping; at 2 CPU-hours
+    # 798 [714, 881] (103 generations, 569 k positions) against 4x64-rr2's 790: level, and no climb from 1 to 2
     "4x64-rr1": (*_gumbel(16, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
     # 4x64-rr1 at half the search: 8 simulations (2 on fast moves) over the prior's top 8 moves, one visit each, as
@@ -232,9 +233,10 @@ ARMS: dict[str, tuple[str, ...]] = {
     "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
-# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 790 [700, 879]
-# after 2.01 CPU-hours, the best at the full budget (4x64-rr4 755, 4x64-attacks 717 and 708), intervals overlapping
-BEST_ARM = "4x64-rr2"
+# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 798 [714, 881]
+# after 2.00 CPU-hours, the best point at the full budget (4x64-rr2 790, 4x64-rr4 755, 4x64-attacks 717 and 708),
+# every interval overlapping its neighbour's
+BEST_ARM = "4x64-rr1"
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
 # its matches (self-play adjudication is the config's: it is part of how an arm learns).
 COMMON = ("eval.enabled=false", "slurm.gpus_per_node=0")
