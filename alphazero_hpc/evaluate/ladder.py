@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..store import atomic
-from ..errors import AzhpcError
-from ..store.paths import RunPaths
-from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from ..config import Config
+from ..errors import AzhpcError
+from ..store import atomic
+from ..store.paths import RunPaths
 from ..store.runconfig import read_run_config
+from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import LedgerEntry, read_ledger, search_tag
 
 
