@@ -226,6 +226,13 @@ ARMS: dict[str, tuple[str, ...]] = {
     # positions: ~2x the positions against a one-ply improved policy over 8 moves instead of 16.
     "4x64-g8": (*_gumbel(8, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                 "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
+    # 4x64-rr1 searching deeper: 32 simulations (8 on fast moves) over 8 considered moves. At 16 over 16 every
+    # considered move gets one visit, so the policy target is the prior improved by the value head's one-ply reading
+    # and the root value is the mean of those 16 readings: the recipe levels off near 800 from 1 CPU-hour at every
+    # replay ratio, as if it had reached that fixed point. Here sequential halving gives the last two moves ~11
+    # visits each (8x1, 4x2, 2x10), lines 2-3 plies deep, for about twice the simulations per move.
+    "4x64-g32m8": (*_gumbel(32, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
+                   "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
     # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
     # the supervised track's 6x64 net held 1250 where every 4x64 self-play recipe stopped near 750-790 from 1 CPU-hour
     # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU.
