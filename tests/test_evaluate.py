@@ -196,6 +196,8 @@ def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
     again = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", *FAST)
     assert again.returncode == 0 and "already in the ledger" in again.stdout
     assert len(read_ledger(RunPaths(eval_run))) == 3
+    plot = run_cli("plot", str(eval_run))  # every network at 4 simulations, none as the run plays: says so
+    assert plot.returncode == 0 and "shows no network: gen:0@puct4, gen:1@puct4 played with another" in plot.stdout, plot.stderr
     # the same opponent and seed at the run's own simulations (eval.simulations, else mcts.simulations: 16 here):
     # another match, with its own PGN file, and in the ladder another player than the network at 4 simulations
     own = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", "--games", "2", "--max-plies", "24")
@@ -208,6 +210,8 @@ def test_evaluate_cli_records_matches_and_fits_a_ladder(eval_run):
     names = {r["name"]: r for r in json.loads(ladder.stdout)["ratings"]}
     assert set(names) == {"gen:0@puct4", "gen:1@puct4", "gen:1", "random", "greedy"} and names["random"]["elo"] == 0.0
     assert names["gen:1"]["games"] == 2 and names["gen:1@puct4"]["games"] == 12
+    plot = run_cli("plot", str(eval_run))
+    assert plot.returncode == 0 and "shows no network" not in plot.stdout, plot.stderr
     assert json.loads((eval_run / "eval" / "ratings.json").read_text())["anchor"] == "random"
 
 

@@ -70,6 +70,11 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
             print(f"azhpc plot: no Elo figure: {exc}")
     if table is not None:
         rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
+        others = sorted(r.name for r in table if r.name.startswith("gen:") and generation_of(r.name) is None)
+        if others and not rated:
+            print(f"azhpc plot: the Elo figure shows no network: {', '.join(others[:3])}{', ...' if len(others) > 3 else ''} "
+                  "played with another search or simulations than the run's own (eval.algorithm, eval.simulations); "
+                  "evaluate with those to see the climb")
         anchors = [r for r in table if not r.name.startswith("gen:") and r.elo is not None]
         hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, layout="constrained")
