@@ -223,7 +223,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 4x64-rr1 at half the search: 8 simulations (2 on fast moves) over the prior's top 8 moves, one visit each, as
     # 16 over 16 was. Each step of less training per position bought more positions for the budget and rated higher
     # (8, 4, 2, 1 samples); at 1 sample self-play is ~90% of the CPU, so the search is what is left to trade for
-    # positions: ~2x the positions against a one-ply improved policy over 8 moves instead of 16.
+    # positions: ~2x the positions against a one-ply improved policy over 8 moves instead of 16. Measured at 1
+    # CPU-hour (Intel Xeon, 2026-11-27, beside 6x64-rr2 and 4x64-g32m8): 674 [584, 764] (55 generations, 333 k
+    # positions, only 1.15x 4x64-rr1's 289 k: the search is not most of a generation's CPU) against 4x64-rr1's 810
     "4x64-g8": (*_gumbel(8, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                 "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
     # 4x64-rr1 searching deeper: 32 simulations (8 on fast moves) over 8 considered moves. At 16 over 16 every
