@@ -238,14 +238,15 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
     # the supervised track's 6x64 net held 1250 where every 4x64 self-play recipe stopped near 750-790 from 1 CPU-hour
     # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU.
-    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 4x64-rr1): 786 [697, 876] (36 generations, 221 k positions)
+    # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 4x64-rr1): 786 [697, 876] (36 generations, 221 k positions);
+    # at 2 CPU-hours 813 [723, 904] (70 generations, 405 k positions), the best point at the full budget
     "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
-# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 798 [714, 881]
-# after 2.00 CPU-hours, the best point at the full budget (4x64-rr2 790, 4x64-rr4 755, 4x64-attacks 717 and 708),
-# every interval overlapping its neighbour's
-BEST_ARM = "4x64-rr1"
+# configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
+# after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
+# 717 and 708), every interval overlapping its neighbour's
+BEST_ARM = "6x64-rr2"
 # Every arm runs on one machine's CPUs, evaluates nothing while it trains and gets no material adjudication in
 # its matches (self-play adjudication is the config's: it is part of how an arm learns).
 COMMON = ("eval.enabled=false", "slurm.gpus_per_node=0")
