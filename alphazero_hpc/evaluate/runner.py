@@ -19,7 +19,7 @@ from ..errors import AzhpcError, CheckpointError
 from ..game.rules import ADJUDICATED, Rules, search_rules
 from ..store.paths import RunPaths
 from .elo import MatchScore, format_elo
-from .ledger import LedgerEntry, append_entry, find_entry
+from .ledger import LedgerEntry, PlaySetup, append_entry, find_entry
 from .match import openings_from_spec, play_match
 from .engines import EnginePlayer, canonical_engine_name, is_engine_spec, parse_engine
 from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer
@@ -116,12 +116,11 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
              echo: Callable[[str], None] = lambda s: None, fairy_stockfish: str | None = None) -> tuple[LedgerEntry, bool]:
     """Play generation ``generation`` against ``opponent`` unless the ledger has that match; returns (its entry,
     whether it was played now)."""
-    ev = cfg.eval
+    ev, setup = cfg.eval, PlaySetup.of_config(cfg, simulations)
     plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
-                     simulations or cfg.play_simulations, openings or ev.openings, seed,
-                     max_plies or ev.max_plies,
-                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, cfg.mcts.mate_in_one,
-                     cfg.mcts.leaf_capture_value, cfg.play_search)
+                     setup.simulations, openings or ev.openings, seed, max_plies or ev.max_plies,
+                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, setup.mate_in_one,
+                     setup.leaf_capture_value, setup.search)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
