@@ -10,7 +10,7 @@ from ..config import Config
 from ..errors import AzhpcError
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.runconfig import read_run_config
+from ..store.runconfig import run_config_if_any
 from .elo import MatchScore, Rating, fit_ratings, ladder_table
 from .ledger import LedgerEntry, read_ledger, search_tag
 
@@ -31,7 +31,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
         raise AzhpcError(f"no evaluations in {paths.ledger}"
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")
                          + f": run azhpc evaluate {run_dir} --generation G --opponent random first")
-    cfg = read_run_config(paths) if paths.config.exists() else None  # how the run's own networks play
+    cfg = run_config_if_any(paths)  # how the run's own networks play
     matches = [(player_label(e["player"], e, cfg), player_label(e["opponent"], e, cfg), MatchScore(e["wins"], e["draws"], e["losses"]))
                for e in entries]
     names = {m[0] for m in matches} | {m[1] for m in matches}

@@ -27,6 +27,11 @@ def read_run_config(paths: RunPaths) -> Config:
         raise RunDirError(f"{paths.config} does not match this azhpc ({exc}): use the azhpc version that made the run") from exc
 
 
+def run_config_if_any(paths: RunPaths) -> Config | None:
+    """The run's config, or None for a folder without one (a ledger of matches between engines only)."""
+    return read_run_config(paths) if paths.config.exists() else None
+
+
 def resolve_run_config(paths: RunPaths, config_path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
     """The run's config. The first call writes it; later calls that pass a config must agree with it."""
     given = config_path is not None or bool(overrides)

@@ -34,7 +34,7 @@ from ..launch.start import launch
 from ..report.follow import run_local_foreground
 from ..store import atomic
 from ..store.paths import BenchmarkPaths
-from ..store.runconfig import read_run_config
+from ..store.runconfig import read_run_config, run_config_if_any
 
 # Every arm names the fields it was measured with, so that configs/learn.yaml (the best arm) can change without
 # changing what an arm means. The 2x32 arms as they ran while learn.yaml was that net (configs/learn-2x32.yaml):
@@ -335,7 +335,7 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
     matches = []
     for arm in arms:
         paths = out.arm(arm.name)
-        cfg = read_run_config(paths) if paths.config.exists() else None
+        cfg = run_config_if_any(paths)
         for e in read_ledger(paths):
             if e.get("adjudicate_material", 0):
                 continue
