@@ -232,7 +232,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     # considered move gets one visit, so the policy target is the prior improved by the value head's one-ply reading
     # and the root value is the mean of those 16 readings: the recipe levels off near 800 from 1 CPU-hour at every
     # replay ratio, as if it had reached that fixed point. Here sequential halving gives the last two moves ~11
-    # visits each (8x1, 4x2, 2x10), lines 2-3 plies deep, for about twice the simulations per move.
+    # visits each (8x1, 4x2, 2x10), lines 2-3 plies deep, for about twice the simulations per move. Measured at 1
+    # CPU-hour (Intel Xeon, 2026-11-27, alone for its last fifth): 705 [617, 793] (26 generations, 185 k positions,
+    # 0.040 CPU-hours a generation against 4x64-rr1's 0.021) against 4x64-rr1's 810: deeper targets did not pay
     "4x64-g32m8": (*_gumbel(32, 0.5), *_big(4), *_training(replay_ratio=1, window_generations=6),
                    "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
     # 4x64-rr2 with 6 residual blocks: at 2 samples per position the trainer's CPU fell to ~15% of a generation, and
