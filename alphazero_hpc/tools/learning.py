@@ -244,6 +244,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # at 2 CPU-hours 813 [723, 904] (70 generations, 405 k positions), the best point at the full budget
     "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 6x64-rr2 with 8 residual blocks: the search per move is settled (half of it and twice of it both lost at 1
+    # CPU-hour), and the one lever still climbing at 2 CPU-hours is the net's size (4 blocks level near 800 from 1
+    # CPU-hour on, 6 blocks 786 -> 813). ~1.3x a 6-block generation's CPU, so ~55 generations in the budget.
+    "8x64-rr2": (*_gumbel(16, 0.5), *_big(8), *_training(replay_ratio=2, window_generations=6),
+                 "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
