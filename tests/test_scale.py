@@ -241,6 +241,9 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     # at 2 simulations, not the run's 16 (eval.simulations, else mcts.simulations): named so in the ladder
     assert out["scale"] and names["fairy-stockfish:skill=-12,depth=1"]["elo"] == 400.0 and names["gen:1@puct2"]["elo"] is not None
     assert not any(name.startswith("gen:1") and name != "gen:1@puct2" for name in names)
+    table_out = run_cli("elo", str(eval_run), "--scale-table", str(table)).stdout.splitlines()
+    rows = [line for line in table_out if line.split()[:1] and line.split()[0] in names]
+    assert len(rows) == len(names) and len({line.index(" [") for line in rows}) == 1, table_out  # a 32-character rung name
     # The same network with another search (mcts.mate_in_one in the run's config) is a new player: nothing reused.
     config = eval_run / "config.yaml"
     assert config.read_text().count("  mate_in_one: false\n") == 1  # the run's config names every key

@@ -104,12 +104,13 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
     if as_json:
         click.echo(json.dumps({"anchor": anchor, "scale": on_scale, "ratings": [r.__dict__ for r in table]}, indent=1))
         return
-    click.echo(f"{'player':<28} {'Elo':>7}  {'95% interval':>17}  {'games':>6}")
+    w = max([28, *(len(r.name) for r in table)])  # rung names are 32 characters: the columns stay aligned
+    click.echo(f"{'player':<{w}} {'Elo':>7}  {'95% interval':>17}  {'games':>6}")
     for r in table:
         if r.elo is None:
-            click.echo(f"{r.name:<28} {'?':>7}  {'(no path to ' + anchor + ')':>17}  {r.games:>6}")
+            click.echo(f"{r.name:<{w}} {'?':>7}  {'(no path to ' + anchor + ')':>17}  {r.games:>6}")
         else:
-            click.echo(f"{r.name:<28} {r.elo:>+7.0f}  [{r.low:>+6.0f}, {r.high:>+6.0f}]  {r.games:>6}")
+            click.echo(f"{r.name:<{w}} {r.elo:>+7.0f}  [{r.low:>+6.0f}, {r.high:>+6.0f}]  {r.games:>6}")
     click.echo(f"{len(entries)} matches; {anchor_line}")
 
 
