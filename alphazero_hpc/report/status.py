@@ -439,8 +439,9 @@ def _eval(paths: RunPaths, cfg: Config, network: int, jobs: list[JobRow], ledger
         js = job.state.split("/")[0]
         if js.split(" ")[0] in scheduler.FAILED or js == "failed":  # SLURM's failed states, or a local failure
             state = "failed"
+    tags = [search_tag(e, cfg) for e in entries]
     matches = [f"{'@' + tag + ' ' if tag else ''}vs {e['opponent']} +{e['wins']}={e['draws']}-{e['losses']} Elo {format_elo(e['elo'], e['score'])} "
-               f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e in entries for tag in (search_tag(e, cfg),)]
+               f"[{format_elo(e['elo_low'], 0.0)}, {format_elo(e['elo_high'], 1.0)}]" for e, tag in zip(entries, tags)]
     return EvalStatus(network, state, matches, "; ".join(progress.errors if progress else []) or ledger_error)
 
 
