@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import subprocess
+import re
 import time
 from pathlib import Path
 
@@ -163,6 +164,11 @@ def test_local_pipeline_two_generations(tmp_path):
     check_evaluated(run, st, 2)
     shown = run_cli("status", str(run)).stdout
     assert "eval       gen:2 done: vs gen:1 +" in shown
+    # a match at other simulations than the run's eval.simulations is shown with its setup, beside the stage's own
+    other = run_cli("evaluate", str(run), "--generation", "2", "--opponent", "random", "--games", "2", "--simulations", "2")
+    assert other.returncode == 0, other.stderr
+    line = next(x for x in run_cli("status", str(run)).stdout.splitlines() if "eval       gen:2 done:" in x)
+    assert re.search(r"; @[a-z]+2 vs random \+", line) and re.search(r"done: vs gen:1 \+", line), line
     assert "games/s" not in shown  # a live rate; "0.00 games/s" beside a finished generation read as a stall
     plots = run_cli("plot", str(run))
     assert plots.returncode == 0, plots.stderr
