@@ -3,8 +3,8 @@
 import contextlib
 import json
 import os
-import subprocess
 import re
+import subprocess
 import time
 from pathlib import Path
 
