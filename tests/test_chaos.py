@@ -47,7 +47,7 @@ def test_chaos_every_fault_once_then_every_game_once(small_disk):
     check = log[-1]
     assert check["event"] == "check" and check["problems"] == [] and check["games"] == GENERATIONS * GAMES, check
     bad = [e["shard"] for e in hits if e["event"] == "corrupt-shard"]
-    assert all((run / f"{s}.bad").exists() and (run / s).exists() for s in bad), bad  # set aside, then played again
+    assert all((run / f"{s}.bad").exists() and (run / s).exists() for s in bad), (bad, log)  # set aside, then played again
 
     # the check can fail: a generation short of one shard, and a shard written twice
     paths = RunPaths(run)

@@ -769,6 +769,34 @@ def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
         orphan.kill()
 
 
+def test_resume_stops_a_stage_the_killed_supervisor_had_not_recorded(tmp_path):
+    """A supervisor SIGKILLed between starting a stage and writing its pid into the record (CI once saw the chaos
+    test's corrupted shard rewritten by such a second copy of its task): resume finds the stage by its command line
+    (its run folder, given relative to its own working directory) and stops it; another run's stage runs on."""
+    import socket
+    import sys
+
+    from alphazero_hpc.launch.resume import resume
+
+    sleeper = "import time; time.sleep(120)"
+    (tmp_path / "other").mkdir()
+    unrecorded = subprocess.Popen([sys.executable, "-c", sleeper, "alphazero_hpc.launch.stages", "selfplay", "run", "0", "0", "2"],
+                                  cwd=tmp_path)
+    bystander = subprocess.Popen([sys.executable, "-c", sleeper, "alphazero_hpc.launch.stages", "selfplay", str(tmp_path / "other")])
+    try:
+        paths = RunPaths(tmp_path / "run")
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        _local_record(paths, {"pid": gone.pid, "host": socket.gethostname(), "state": "running"})
+        result = resume(paths.root, detach=False)
+        assert result.cancelled == [f"local-{unrecorded.pid}"] and result.run_here
+        assert unrecorded.wait(30) is not None  # stopped: no second copy of the task beside the new one
+        assert bystander.poll() is None
+    finally:
+        unrecorded.kill()
+        bystander.kill()
+
+
 def _detached(*code: str) -> int:
     """A python process that init reaps (as the detached supervisor is); returns its pid."""
     import sys

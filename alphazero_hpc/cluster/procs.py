@@ -43,6 +43,22 @@ def parent(pid: int) -> int | None:
     return int(fields[1]) if fields and len(fields) > 1 else None
 
 
+def pids() -> list[int]:
+    """Every process id ``/proc`` lists ([] where there is no ``/proc``)."""
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def cwd(pid: int) -> str | None:
+    """The process's working directory."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+
+
 def cmdline(pid: int) -> bytes | None:
     """The process's command line, NUL-separated (empty for a zombie)."""
     try:

@@ -49,7 +49,7 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
                 os.kill(pid, signal.SIGKILL)
                 wait_gone(pid, host)
         record = read_record(paths) or record
-        live += stop_orphans(record, timeout_s)
+        live += stop_orphans(paths, record, timeout_s)
         for job in record.jobs:
             if job.state == "running" and job.local_pid:
                 job.state = "cancelled"

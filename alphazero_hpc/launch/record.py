@@ -201,22 +201,60 @@ def wait_gone(pid: int, host: str, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def stop_orphans(record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
-    """Stop the stage processes of a supervisor that is gone (SIGKILLed: its children run on). SIGTERM makes a
-    stage stop at its next safe point (complete shards and training states stay); they are marked stopped.
-    Returns their job ids. A stage recorded on another machine raises ElsewhereError."""
-    orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
-    for job in orphans:
-        os.kill(job.local_pid, signal.SIGTERM)
+STAGE_MODULE = b"alphazero_hpc.launch.stages"
+
+
+def unrecorded_stages(paths: RunPaths, record: LaunchRecord) -> list[int]:
+    """Live stage processes of this run on this machine that the record does not name: a supervisor killed between
+    starting a stage (``python -m alphazero_hpc.launch.stages STAGE RUN_DIR ...``) and recording its pid leaves one
+    that nothing else would stop, and it would play beside its next attempt."""
+    known = {j.local_pid for j in record.jobs if j.local_pid}
+    root = os.path.realpath(paths.root)
+    found = []
+    for pid in procs.pids():
+        command = procs.cmdline(pid)
+        if pid in known or not command or STAGE_MODULE not in command:
+            continue
+        argv = command.split(b"\0")
+        i = argv.index(STAGE_MODULE) if STAGE_MODULE in argv else -1
+        if i < 0 or i + 2 >= len(argv):
+            continue
+        run_dir = os.path.join(procs.cwd(pid) or "", os.fsdecode(argv[i + 2]))  # relative to the stage's own folder
+        if os.path.realpath(run_dir) == root:
+            found.append(pid)
+    return found
+
+
+def _stop(pids: list[int], timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL for those still running after ``timeout_s``; returns when all are gone."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.time() + timeout_s
-    for job in orphans:
-        while azhpc_process_alive(job.local_pid, job.host) and time.time() < deadline:
+    for pid in pids:
+        while azhpc_process_alive(pid, "") and time.time() < deadline:
             time.sleep(0.1)
-        if azhpc_process_alive(job.local_pid, job.host):
-            os.kill(job.local_pid, signal.SIGKILL)
-            wait_gone(job.local_pid, job.host)
+        if azhpc_process_alive(pid, ""):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            wait_gone(pid, "")
+
+
+def stop_orphans(paths: RunPaths, record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
+    """Stop the stage processes of a supervisor that is gone (SIGKILLed: its children run on), the recorded ones
+    and any it started without recording (``unrecorded_stages``). SIGTERM makes a stage stop at its next safe point
+    (complete shards and training states stay); recorded ones are marked stopped. Returns their job ids
+    (``local-PID``). A stage recorded on another machine raises ElsewhereError."""
+    orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
+    unrecorded = unrecorded_stages(paths, record)
+    _stop([j.local_pid for j in orphans] + unrecorded, timeout_s)
+    for job in orphans:
         job.state, job.exit_code = "stopped", None
-    return [j.job_id for j in orphans]
+    return [j.job_id for j in orphans] + [f"local-{pid}" for pid in unrecorded]
 
 
 def job_states(paths: RunPaths, record: LaunchRecord) -> dict[str, scheduler.JobState]:

@@ -100,7 +100,7 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
     if record.supervisor.get("state") == "running" and azhpc_process_alive(pid, record.supervisor.get("host", "")):
         result.message = f"the local supervisor (pid {pid}) is still running this run: nothing to resume"
         return result
-    orphans = stop_orphans(record)  # a supervisor killed hard leaves its stage processes running: never two copies
+    orphans = stop_orphans(paths, record)  # a supervisor killed hard leaves its stage processes running: never two copies
     if orphans:
         write_record(paths, record)
         result.cancelled = orphans
