@@ -836,6 +836,48 @@ def test_cancel_kills_a_supervisor_that_ignores_sigterm_and_its_stages(tmp_path)
                 os.kill(pid, 9)
 
 
+def test_a_supervisor_not_yet_in_the_record_is_neither_resumed_beside_nor_left_by_cancel(tmp_path):
+    """launch starts the supervisor and returns; until the supervisor writes itself into the record, the record says
+    nothing (the chaos driver once resumed such a run, and two supervisors played the same tasks). The supervisor's
+    flock says it: a second supervisor is refused and touches nothing, resume leaves the run alone, and cancel finds
+    the supervisor by the lock and stops it."""
+    import socket
+    import sys
+
+    from alphazero_hpc.launch.cancel import cancel_run
+    from alphazero_hpc.launch.record import read_record
+    from alphazero_hpc.launch.resume import resume
+
+    paths = RunPaths(tmp_path / "run")
+    _local_record(paths, {})
+    holder = _detached("import fcntl, os, socket, sys, time\n"
+                       "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                       "f.write(f'{os.getpid()} {socket.gethostname()}\\n'); f.flush(); time.sleep(120)",
+                       str(paths.supervisor_lock), "alphazero_hpc.launch.local")
+    try:
+        deadline = time.time() + 30
+        while not paths.supervisor_lock.exists() or not paths.supervisor_lock.read_text().strip():
+            assert time.time() < deadline
+            time.sleep(0.05)
+        before = paths.launch_record.read_text()
+        second = subprocess.run([sys.executable, "-m", "alphazero_hpc.launch.local", str(paths.root)],
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 1
+        assert second.stderr.strip() == (f"azhpc: {paths.root} is already run by a local supervisor (pid {holder} on "
+                                         f"{socket.gethostname()}): azhpc status {paths.root} follows it, azhpc cancel stops it")
+        assert paths.launch_record.read_text() == before  # the refused one wrote nothing
+
+        result = resume(paths.root, detach=True)
+        assert not result.supervisor_pid and not result.cancelled and f"pid {holder} " in result.message
+        assert pid_alive(holder) and read_record(paths).supervisor == {}
+
+        assert cancel_run(paths.root, timeout_s=10) == [f"local-{holder}"]
+        assert not pid_alive(holder)
+    finally:
+        if pid_alive(holder):
+            os.kill(holder, 9)
+
+
 def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
     """A watching status re-reads no unchanged sidecar, only the tail of metrics.jsonl, and nothing of a settled
     generation."""

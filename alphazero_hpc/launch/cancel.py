@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..store.paths import RunPaths
-from .record import azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, wait_gone, write_record
+from .record import azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, supervisor_holder, wait_gone, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -39,7 +39,10 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
         live = []
         host = record.supervisor.get("host", "")
         pid = int(record.supervisor.get("pid", 0) or 0)
-        if record.supervisor.get("state") == "running" and azhpc_process_alive(pid, host):
+        if not (record.supervisor.get("state") == "running" and azhpc_process_alive(pid, host)):
+            pid, host = supervisor_holder(paths)  # one just started, not yet in the record
+            pid = max(0, pid)
+        if pid and azhpc_process_alive(pid, host):
             os.kill(pid, signal.SIGTERM)
             live.append(f"local-{pid}")
             deadline = time.time() + timeout_s

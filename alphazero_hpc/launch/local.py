@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..errors import RunDirError
 from ..store.paths import RunPaths
 from ..store.progress import task_done
 from ..store.runconfig import read_run_config
-from .record import JobRecord, LaunchRecord, read_record, write_record
+from .record import JobRecord, LaunchRecord, SupervisorLock, read_record, write_record
 
 
 @dataclass
@@ -137,7 +138,17 @@ class LocalSupervisor:
         return train.job.state == "done" and not self._stop
 
     def run(self) -> int:
-        """Every generation whose checkpoint is missing; 0 when the last checkpoint exists."""
+        """Every generation whose checkpoint is missing; 0 when the last checkpoint exists. Raises RunDirError, and
+        touches nothing, when another supervisor runs the run already."""
+        lock = SupervisorLock(self.paths)
+        lock.acquire()
+        try:
+            self.record = read_record(self.paths) or self.record  # as the supervisor before this one left it
+            return self._run()
+        finally:
+            lock.release()
+
+    def _run(self) -> int:
         self._save(pid=os.getpid(), host=socket.gethostname(), state="running", error="", started=time.time())
         before = {sig: signal.signal(sig, self._cancel) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -203,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m alphazero_hpc.launch.local RUN", file=sys.stderr)
         return 2
-    return LocalSupervisor(Path(argv[0])).run()
+    try:
+        return LocalSupervisor(Path(argv[0])).run()
+    except RunDirError as exc:  # another supervisor has the run: this one leaves it alone
+        print(f"azhpc: {exc}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":

@@ -194,6 +194,71 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+class SupervisorLock:
+    """The local supervisor's flock on RUN/.supervisor.lock, held for its whole life and released by the kernel when
+    it dies however it dies: a second supervisor of the run (two resumes, a resume while a just-started supervisor
+    has not written itself into the record yet) is refused instead of playing the same tasks beside the first. The
+    lock file names its holder's pid, so that resume and cancel can find a supervisor the record does not name."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
+        self._fh: Any = None
+
+    def acquire(self) -> None:
+        fh = open(self.paths.supervisor_lock, "a+")
+        for attempt in range(20):  # a resume or cancel looking for a holder takes the lock shared for a moment
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt < 19:
+                    time.sleep(0.05)
+                    continue
+                fh.close()
+                pid, host = supervisor_holder(self.paths)
+                raise RunDirError(f"{self.paths.root} is already run by a local supervisor (pid {pid or '?'} on "
+                                  f"{host or '?'}): azhpc status {self.paths.root} follows it, azhpc cancel stops it") from None
+            except OSError as exc:
+                fh.close()
+                raise no_locks(self.paths.supervisor_lock, exc) from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()} {socket.gethostname()}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def supervisor_holder(paths: RunPaths) -> tuple[int, str]:
+    """(pid, host) of the live supervisor that holds the run's supervisor lock, else (0, ""); the pid is -1 for one
+    that holds it but has not written its pid yet."""
+    try:
+        fh = open(paths.supervisor_lock)
+    except OSError:
+        return 0, ""
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return 0, ""
+        except BlockingIOError:
+            pass
+        except OSError:
+            return 0, ""  # no flock here: no supervisor could have taken it either
+        for _ in range(20):  # the holder writes its pid right after taking the lock
+            fh.seek(0)
+            fields = fh.read().split()
+            if len(fields) == 2 and fields[0].isdigit():
+                return int(fields[0]), fields[1]
+            time.sleep(0.025)
+        return -1, ""
+
+
 def wait_gone(pid: int, host: str, timeout_s: float = 10.0) -> None:
     """After a SIGKILL: wait until the process is reaped, so that a caller that returns leaves nothing behind."""
     deadline = time.time() + timeout_s
@@ -202,6 +267,7 @@ def wait_gone(pid: int, host: str, timeout_s: float = 10.0) -> None:
 
 
 STAGE_MODULE = b"alphazero_hpc.launch.stages"
+SUPERVISED_STAGES = (b"selfplay", b"train", b"eval")  # what the local supervisor starts (import-pgn's run on their own)
 
 
 def unrecorded_stages(paths: RunPaths, record: LaunchRecord) -> list[int]:
@@ -217,37 +283,40 @@ def unrecorded_stages(paths: RunPaths, record: LaunchRecord) -> list[int]:
             continue
         argv = command.split(b"\0")
         i = argv.index(STAGE_MODULE) if STAGE_MODULE in argv else -1
-        if i < 0 or i + 2 >= len(argv):
+        if i < 0 or i + 2 >= len(argv) or argv[i + 1] not in SUPERVISED_STAGES:
             continue
-        run_dir = os.path.join(procs.cwd(pid) or "", os.fsdecode(argv[i + 2]))  # relative to the stage's own folder
-        if os.path.realpath(run_dir) == root:
+        run_dir, cwd = os.fsdecode(argv[i + 2]), procs.cwd(pid)
+        if not os.path.isabs(run_dir) and cwd is None:
+            continue  # relative to a folder we cannot see (another user's process)
+        if os.path.realpath(os.path.join(cwd or "", run_dir)) == root:
             found.append(pid)
     return found
 
 
+def _signal(pid: int, signum: int) -> bool:
+    """Send ``signum``; False for a process gone or not ours to signal."""
+    try:
+        os.kill(pid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _stop(pids: list[int], timeout_s: float) -> None:
     """SIGTERM, then SIGKILL for those still running after ``timeout_s``; returns when all are gone."""
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    pids = [p for p in pids if _signal(p, signal.SIGTERM)]
     deadline = time.time() + timeout_s
     for pid in pids:
         while azhpc_process_alive(pid, "") and time.time() < deadline:
             time.sleep(0.1)
-        if azhpc_process_alive(pid, ""):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if azhpc_process_alive(pid, "") and _signal(pid, signal.SIGKILL):
             wait_gone(pid, "")
 
 
 def stop_orphans(paths: RunPaths, record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
     """Stop the stage processes of a supervisor that is gone (SIGKILLed: its children run on), the recorded ones
-    and any it started without recording (``unrecorded_stages``). SIGTERM makes a stage stop at its next safe point
-    (complete shards and training states stay); recorded ones are marked stopped. Returns their job ids
+    and any it started without recording (``unrecorded_stages``). SIGTERM: a training stage saves its state and
+    stops, a self-play stage ends at once (its complete shards stay); recorded ones are marked stopped. Returns their job ids
     (``local-PID``). A stage recorded on another machine raises ElsewhereError."""
     orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
     unrecorded = unrecorded_stages(paths, record)

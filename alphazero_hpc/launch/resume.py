@@ -29,7 +29,7 @@ from ..store.progress import read_task_progress, read_train_progress, task_done
 from ..store.runconfig import read_run_config
 from . import plan as planning
 from .window import last_submitted, measure
-from .record import JobRecord, LaunchRecord, azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, write_record
+from .record import JobRecord, LaunchRecord, azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, supervisor_holder, write_record
 
 RAN_AND_FAILED = scheduler.FAILED - {"CANCELLED"}  # a cancelled job never counts as an attempt that failed
 
@@ -99,6 +99,11 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
     pid = int(record.supervisor.get("pid", 0) or 0)
     if record.supervisor.get("state") == "running" and azhpc_process_alive(pid, record.supervisor.get("host", "")):
         result.message = f"the local supervisor (pid {pid}) is still running this run: nothing to resume"
+        return result
+    holder, where = supervisor_holder(paths)  # one just started, not yet in the record (or one the record lost)
+    if holder:
+        result.message = (f"a local supervisor (pid {holder if holder > 0 else '?'} on {where or '?'}) is still "
+                          "running this run: nothing to resume")
         return result
     orphans = stop_orphans(paths, record)  # a supervisor killed hard leaves its stage processes running: never two copies
     if orphans:

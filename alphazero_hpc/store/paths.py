@@ -136,6 +136,11 @@ class RunPaths:
         return self.root / ".launch.lock"
 
     @property
+    def supervisor_lock(self) -> Path:
+        """Held (flock) by the run's local supervisor for as long as it lives: never two at once."""
+        return self.root / ".supervisor.lock"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

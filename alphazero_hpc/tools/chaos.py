@@ -235,9 +235,10 @@ def run_chaos(run_dir: Path, config: str | Path, overrides: Sequence[str], gener
     if not paths.launch_record.exists():
         # every fault may cost a task one attempt without progress (a supervisor killed stops both tasks): the run
         # may fail only for a task that fails on its own, not for having been hit more often than the default allows
-        launch(paths.root, config, [*overrides, *CHAOS_OVERRIDES, f"run.generations={generations}",
-                                    f"slurm.max_attempts={faults + 3}"], cluster="local")
+        started = launch(paths.root, config, [*overrides, *CHAOS_OVERRIDES, f"run.generations={generations}",
+                                              f"slurm.max_attempts={faults + 3}"], cluster="local")
         log.write("launch", generations=generations, seed=seed, faults=faults, overrides=list(overrides))
+        _wait_started(paths, started.supervisor_pid)  # not yet in the record: not a supervisor gone, to resume
     order = rng.sample(list(kinds), len(kinds))  # every kind once first (in a seeded order), then any
     order += [rng.choice(list(kinds)) for _ in range(max(0, faults - len(order)))]
     plan = [(kind, rng.expovariate(1.0 / mean_gap_s)) for kind in order[:faults]]
