@@ -16,7 +16,7 @@ from alphazero_hpc.net.checkpoint import file_digest, read_checkpoint
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
-from alphazero_hpc.launch.record import pid_alive
+from alphazero_hpc.launch.record import pid_alive, supervisor_holder
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
@@ -390,11 +390,26 @@ def test_local_killed_task_is_reported_and_resume_finishes_the_run(tmp_path):
     assert len(json.loads((run / "launch.json").read_text())["jobs"]) == len(record["jobs"])
 
 
+def test_cancel_at_once_after_launch_stops_the_supervisor_it_started(tmp_path):
+    """launch returns before its supervisor has written itself into the record: a cancel at that moment found no
+    supervisor, and the run went on. The supervisor lock names it from before it starts."""
+    run = tmp_path / "run"
+    res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), *QUICK)
+    assert res.returncode == 0, res.stderr
+    holder, _ = supervisor_holder(RunPaths(run))
+    res = run_cli("cancel", str(run))
+    assert res.returncode == 0 and f"local-{holder}" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert not pid_alive(holder)
+    assert supervisor_holder(RunPaths(run)) == (0, "")
+
+
 @pytest.mark.slow
 def test_local_launch_returns_and_cancel_stops_everything(tmp_path):
     run = tmp_path / "bg"
     res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), *QUICK)
     assert res.returncode == 0 and "follow it: azhpc status" in res.stdout, res.stderr
+    holder, _ = supervisor_holder(RunPaths(run))  # locked from before the supervisor's process existed
+    assert holder > 0 and f"pid {holder}" in res.stdout
     progress = run / "selfplay" / "gen-0000" / "progress" / "task-0000.json"
     deadline = time.time() + 120
     while time.time() < deadline and not progress.exists():
@@ -747,26 +762,26 @@ def test_a_reused_pid_is_not_the_supervisor(tmp_path):
 
 def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
     import socket
-    import sys
 
     from alphazero_hpc.launch.record import JobRecord, read_record
     from alphazero_hpc.launch.resume import resume
 
     # a stand-in for a self-play stage whose supervisor was SIGKILLed: alive, and an azhpc process by its command line
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "alphazero_hpc.launch.stages", "selfplay"])
+    orphan = _detached("import time; time.sleep(120)", "alphazero_hpc.launch.stages", "selfplay")
     try:
         paths = RunPaths(tmp_path / "run")
         gone = subprocess.Popen(["true"])
         gone.wait()
         host = socket.gethostname()
         _local_record(paths, {"pid": gone.pid, "host": host, "state": "running"},
-                      [JobRecord(0, "selfplay", f"local-{orphan.pid}", [0, 1], state="running", host=host)])
+                      [JobRecord(0, "selfplay", f"local-{orphan}", [0, 1], state="running", host=host)])
         result = resume(paths.root, detach=False)
-        assert result.cancelled == [f"local-{orphan.pid}"] and result.run_here
-        assert orphan.wait(30) is not None  # stopped: no second copy of the task beside the new one
+        assert result.cancelled == [f"local-{orphan}"] and result.run_here
+        assert not pid_alive(orphan)  # stopped: no second copy of the task beside the new one
         assert read_record(paths).jobs[0].state == "stopped"
     finally:
-        orphan.kill()
+        if pid_alive(orphan):
+            os.kill(orphan, 9)
 
 
 def test_resume_stops_a_stage_the_killed_supervisor_had_not_recorded(tmp_path):
@@ -774,35 +789,35 @@ def test_resume_stops_a_stage_the_killed_supervisor_had_not_recorded(tmp_path):
     test's corrupted shard rewritten by such a second copy of its task): resume finds the stage by its command line
     (its run folder, given relative to its own working directory) and stops it; another run's stage runs on."""
     import socket
-    import sys
 
     from alphazero_hpc.launch.resume import resume
 
     sleeper = "import time; time.sleep(120)"
     (tmp_path / "other").mkdir()
-    unrecorded = subprocess.Popen([sys.executable, "-c", sleeper, "alphazero_hpc.launch.stages", "selfplay", "run", "0", "0", "2"],
-                                  cwd=tmp_path)
-    bystander = subprocess.Popen([sys.executable, "-c", sleeper, "alphazero_hpc.launch.stages", "selfplay", str(tmp_path / "other")])
+    unrecorded = _detached(sleeper, "alphazero_hpc.launch.stages", "selfplay", "run", "0", "0", "2", cwd=tmp_path)
+    bystander = _detached(sleeper, "alphazero_hpc.launch.stages", "selfplay", str(tmp_path / "other"))
     try:
         paths = RunPaths(tmp_path / "run")
         gone = subprocess.Popen(["true"])
         gone.wait()
         _local_record(paths, {"pid": gone.pid, "host": socket.gethostname(), "state": "running"})
+        t0 = time.time()
         result = resume(paths.root, detach=False)
-        assert result.cancelled == [f"local-{unrecorded.pid}"] and result.run_here
-        assert unrecorded.wait(30) is not None  # stopped: no second copy of the task beside the new one
-        assert bystander.poll() is None
+        assert result.cancelled == [f"local-{unrecorded}"] and result.run_here
+        assert not pid_alive(unrecorded) and time.time() - t0 < 20  # stopped by SIGTERM: no second copy of the task
+        assert pid_alive(bystander)
     finally:
-        unrecorded.kill()
-        bystander.kill()
+        for pid in (unrecorded, bystander):
+            if pid_alive(pid):
+                os.kill(pid, 9)
 
 
-def _detached(*code: str) -> int:
+def _detached(*code: str, cwd=None) -> int:
     """A python process that init reaps (as the detached supervisor is); returns its pid."""
     import sys
 
     out = subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, "-c", *code],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, cwd=cwd)
     return int(out.stdout)
 
 
@@ -850,10 +865,14 @@ def test_a_supervisor_not_yet_in_the_record_is_neither_resumed_beside_nor_left_b
 
     paths = RunPaths(tmp_path / "run")
     _local_record(paths, {})
-    holder = _detached("import fcntl, os, socket, sys, time\n"
-                       "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-                       "f.write(f'{os.getpid()} {socket.gethostname()}\\n'); f.flush(); time.sleep(120)",
-                       str(paths.supervisor_lock), "alphazero_hpc.launch.local")
+    # a stand-in for a foreground supervisor: the azhpc console script (no "alphazero_hpc" in its command line)
+    script = tmp_path / "bin" / "azhpc"
+    script.parent.mkdir()
+    script.write_text("import fcntl, os, socket, sys, time\n"
+                      "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                      "f.write(f'{os.getpid()} {socket.gethostname()}\\n'); f.flush(); time.sleep(120)\n")
+    holder = int(subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, str(script),
+                                 str(paths.supervisor_lock)], capture_output=True, text=True, check=True).stdout)
     try:
         deadline = time.time() + 30
         while not paths.supervisor_lock.exists() or not paths.supervisor_lock.read_text().strip():

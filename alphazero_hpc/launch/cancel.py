@@ -41,7 +41,9 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
         pid = int(record.supervisor.get("pid", 0) or 0)
         if not (record.supervisor.get("state") == "running" and azhpc_process_alive(pid, host)):
             pid, host = supervisor_holder(paths)  # one just started, not yet in the record
-            pid = max(0, pid)
+            if pid < 0:
+                raise RunDirError(f"a supervisor holds {paths.supervisor_lock} but has not named itself yet: "
+                                  f"run azhpc cancel {paths.root} again in a moment")
         if pid and azhpc_process_alive(pid, host):
             os.kill(pid, signal.SIGTERM)
             live.append(f"local-{pid}")

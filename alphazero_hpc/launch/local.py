@@ -25,7 +25,7 @@ from ..errors import RunDirError
 from ..store.paths import RunPaths
 from ..store.progress import task_done
 from ..store.runconfig import read_run_config
-from .record import JobRecord, LaunchRecord, SupervisorLock, read_record, write_record
+from .record import SUPERVISOR_LOCK_FD, JobRecord, LaunchRecord, SupervisorLock, read_record, write_record
 
 
 @dataclass
@@ -200,12 +200,24 @@ class LocalSupervisor:
 
 
 def start_detached(run_dir: Path) -> int:
-    """Start the supervisor in its own session (it outlives the terminal); returns its pid."""
+    """Start the supervisor in its own session (it outlives the terminal); returns its pid. The supervisor lock is
+    taken here and handed to it, so that the run is locked from before the process exists (RunDirError when another
+    supervisor holds it)."""
     paths = RunPaths(Path(run_dir))
     paths.logs.mkdir(parents=True, exist_ok=True)
-    with open(paths.supervisor_log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.local", str(run_dir)], stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    lock = SupervisorLock(paths)
+    lock.acquire()
+    try:
+        env = {**os.environ, SUPERVISOR_LOCK_FD: str(lock.fileno())}
+        with open(paths.supervisor_log, "ab") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "alphazero_hpc.launch.local", str(run_dir)], stdout=fh,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(lock.fileno(),), env=env)
+    except BaseException:
+        lock.release()
+        raise
+    lock.name_holder(proc.pid)
+    lock.hand_over()
     return proc.pid
 
 

@@ -94,7 +94,8 @@ class ElsewhereError(RunDirError):
 
 
 def azhpc_process_alive(pid: int, host: str) -> bool:
-    """Whether ``pid`` is a live azhpc process (supervisor or stage) of this run's machine. A pid recorded on
+    """Whether ``pid`` is a live azhpc process (supervisor or stage, or the ``azhpc`` command running a supervisor
+    in the foreground) of this run's machine. A pid recorded on
     another host raises ``ElsewhereError``; a pid reused by an unrelated process since is not alive for us."""
     here = socket.gethostname()
     if host and host != here:
@@ -107,7 +108,7 @@ def azhpc_process_alive(pid: int, host: str) -> bool:
         return True  # no /proc: trust the pid
     if not command:  # a zombie (exited, not yet reaped) has none: still on its way out, as before
         return procs.state(pid) in ("Z", None)
-    return b"alphazero_hpc" in command
+    return b"alphazero_hpc" in command or any(os.path.basename(a) == b"azhpc" for a in command.split(b"\0")[:2])
 
 
 
@@ -194,17 +195,34 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+SUPERVISOR_LOCK_FD = "AZHPC_SUPERVISOR_LOCK_FD"  # a supervisor started detached inherits its lock, held already
+
+
 class SupervisorLock:
     """The local supervisor's flock on RUN/.supervisor.lock, held for its whole life and released by the kernel when
     it dies however it dies: a second supervisor of the run (two resumes, a resume while a just-started supervisor
     has not written itself into the record yet) is refused instead of playing the same tasks beside the first. The
-    lock file names its holder's pid, so that resume and cancel can find a supervisor the record does not name."""
+    lock file names its holder's pid and host, so that resume and cancel find a supervisor the record does not name.
+    ``start_detached`` takes the lock before it starts the process and hands it over (an inherited descriptor: the
+    lock belongs to the open file, not to the process), so no moment of the new supervisor's start is unlocked."""
 
     def __init__(self, paths: RunPaths) -> None:
         self.paths = paths
         self._fh: Any = None
 
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
     def acquire(self) -> None:
+        """Take the lock, or adopt the one a starter handed over; RunDirError when another supervisor holds it."""
+        inherited = os.environ.pop(SUPERVISOR_LOCK_FD, "")
+        with contextlib.suppress(OSError):
+            if inherited.isdigit() and os.path.samestat(os.fstat(int(inherited)), os.stat(self.paths.supervisor_lock)):
+                fh = os.fdopen(int(inherited), "a+")
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours already: the same open file
+                self._fh = fh
+                self.name_holder(os.getpid())
+                return
         fh = open(self.paths.supervisor_lock, "a+")
         for attempt in range(20):  # a resume or cancel looking for a holder takes the lock shared for a moment
             try:
@@ -221,14 +239,29 @@ class SupervisorLock:
             except OSError as exc:
                 fh.close()
                 raise no_locks(self.paths.supervisor_lock, exc) from exc
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()} {socket.gethostname()}\n")
-        fh.flush()
         self._fh = fh
+        self.name_holder(os.getpid())
+
+    def name_holder(self, pid: int) -> None:
+        try:
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.write(f"{pid} {socket.gethostname()}\n")
+            self._fh.flush()
+        except OSError:  # a full disk: the lock holds all the same; a probe reads the pid as unknown (-1)
+            pass
+
+    def hand_over(self) -> None:
+        """Close this process's descriptor and keep the lock: the started supervisor holds it through its own."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
     def release(self) -> None:
         if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.seek(0)
+                self._fh.truncate()  # no stale holder for a probe to read
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
@@ -302,8 +335,9 @@ def _signal(pid: int, signum: int) -> bool:
         return False
 
 
-def _stop(pids: list[int], timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL for those still running after ``timeout_s``; returns when all are gone."""
+def _stop(pids: list[int], timeout_s: float) -> list[int]:
+    """SIGTERM, then SIGKILL for those still running after ``timeout_s``; returns, when all are gone, those that
+    could be signalled."""
     pids = [p for p in pids if _signal(p, signal.SIGTERM)]
     deadline = time.time() + timeout_s
     for pid in pids:
@@ -311,6 +345,7 @@ def _stop(pids: list[int], timeout_s: float) -> None:
             time.sleep(0.1)
         if azhpc_process_alive(pid, "") and _signal(pid, signal.SIGKILL):
             wait_gone(pid, "")
+    return pids
 
 
 def stop_orphans(paths: RunPaths, record: LaunchRecord, timeout_s: float = 30.0) -> list[str]:
@@ -319,8 +354,8 @@ def stop_orphans(paths: RunPaths, record: LaunchRecord, timeout_s: float = 30.0)
     stops, a self-play stage ends at once (its complete shards stay); recorded ones are marked stopped. Returns their job ids
     (``local-PID``). A stage recorded on another machine raises ElsewhereError."""
     orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
-    unrecorded = unrecorded_stages(paths, record)
-    _stop([j.local_pid for j in orphans] + unrecorded, timeout_s)
+    stopped = _stop([j.local_pid for j in orphans] + unrecorded_stages(paths, record), timeout_s)
+    unrecorded = [p for p in stopped if p not in {j.local_pid for j in orphans}]
     for job in orphans:
         job.state, job.exit_code = "stopped", None
     return [j.job_id for j in orphans] + [f"local-{pid}" for pid in unrecorded]
