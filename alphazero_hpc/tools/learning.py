@@ -250,7 +250,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, at nice 19 beside a PUCT-800 rating): 747 [658, 836] (27
     # generations, 170 k positions) against 6x64-rr2's 786 and 4x64-rr1's 810: the bigger net starts slower again.
     # At 2 CPU-hours (AMD EPYC, 2026-11-27, another run): 804 [718, 890] (72 generations, 406 k positions), between
-    # 6x64-rr2's two runs (813, 790): no gain for ~1.2x the CPU a generation
+    # 6x64-rr2's two runs (813, 790), and 893 [803, 983] at PUCT 800 (theirs 1039, 915): no gain for ~1.2x the CPU
+    # a generation
     "8x64-rr2": (*_gumbel(16, 0.5), *_big(8), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
