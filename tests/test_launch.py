@@ -812,11 +812,13 @@ def test_resume_stops_a_stage_the_killed_supervisor_had_not_recorded(tmp_path):
                 os.kill(pid, 9)
 
 
-def _detached(*code: str, cwd=None) -> int:
-    """A python process that init reaps (as the detached supervisor is); returns its pid."""
+def _detached(*code: str, cwd=None, script=None) -> int:
+    """A python process (``-c`` code and its arguments, or ``script`` and its arguments) that init reaps (as the
+    detached supervisor is); returns its pid."""
     import sys
 
-    out = subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, "-c", *code],
+    args = [str(script), *code] if script else ["-c", *code]
+    out = subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, *args],
                          capture_output=True, text=True, check=True, cwd=cwd)
     return int(out.stdout)
 
@@ -871,8 +873,7 @@ def test_a_supervisor_not_yet_in_the_record_is_neither_resumed_beside_nor_left_b
     script.write_text("import fcntl, os, socket, sys, time\n"
                       "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
                       "f.write(f'{os.getpid()} {socket.gethostname()}\\n'); f.flush(); time.sleep(120)\n")
-    holder = int(subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", sys.executable, str(script),
-                                 str(paths.supervisor_lock)], capture_output=True, text=True, check=True).stdout)
+    holder = _detached(str(paths.supervisor_lock), script=script)
     try:
         deadline = time.time() + 30
         while not paths.supervisor_lock.exists() or not paths.supervisor_lock.read_text().strip():

@@ -7,15 +7,13 @@ supervisor that is already gone are stopped directly. Work already in complete s
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
 from ..cluster import scheduler
 from ..errors import AzhpcError, RunDirError
 from ..store.paths import RunPaths
-from .record import azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, supervisor_holder, wait_gone, write_record
+from .record import azhpc_process_alive, job_states, read_record, record_lock, stop_orphans, stop_processes, supervisor_holder, write_record
 
 
 def cancel_run(run_dir: Path, timeout_s: float = 30.0) -> list[str]:
@@ -44,15 +42,8 @@ def _cancel(paths: RunPaths, timeout_s: float) -> list[str]:
             if pid < 0:
                 raise RunDirError(f"a supervisor holds {paths.supervisor_lock} but has not named itself yet: "
                                   f"run azhpc cancel {paths.root} again in a moment")
-        if pid and azhpc_process_alive(pid, host):
-            os.kill(pid, signal.SIGTERM)
-            live.append(f"local-{pid}")
-            deadline = time.time() + timeout_s
-            while azhpc_process_alive(pid, host) and time.time() < deadline:
-                time.sleep(0.2)
-            if azhpc_process_alive(pid, host):  # hung: its stage processes are stopped below as orphans
-                os.kill(pid, signal.SIGKILL)
-                wait_gone(pid, host)
+        if pid and azhpc_process_alive(pid, host):  # one hung past timeout_s is SIGKILLed: its stages are orphans below
+            live += [f"local-{p}" for p in stop_processes([pid], timeout_s)]
         record = read_record(paths) or record
         live += stop_orphans(paths, record, timeout_s)
         for job in record.jobs:

@@ -164,6 +164,17 @@ class LaunchRecord:
                    schema_version=data.get("schema_version", RECORD_SCHEMA), user=data.get("user", ""))
 
 
+def _holder_line(fh: Any) -> str:
+    """What a held lock file says of its holder, which writes it right after taking the lock ("" if not yet)."""
+    for _ in range(20):
+        fh.seek(0)
+        line = fh.read().strip()
+        if line:
+            return line
+        time.sleep(0.025)
+    return ""
+
+
 @contextlib.contextmanager
 def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
     """One launch, resume or cancel of a run at a time (an flock on RUN/.launch.lock; released if the holder dies).
@@ -174,14 +185,7 @@ def record_lock(paths: RunPaths, holder: str = "azhpc") -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            who = ""
-            for _ in range(20):  # the holder writes its name right after taking the lock
-                fh.seek(0)
-                who = fh.read().strip()
-                if who:
-                    break
-                time.sleep(0.025)
-            who = who or "another azhpc launch, resume or cancel"
+            who = _holder_line(fh) or "another azhpc launch, resume or cancel"
             raise RunDirError(f"{paths.root} is in use by {who}: wait for it to finish") from None
         except OSError as exc:
             raise no_locks(paths.launch_lock, exc) from exc
@@ -283,13 +287,8 @@ def supervisor_holder(paths: RunPaths) -> tuple[int, str]:
             pass
         except OSError:
             return 0, ""  # no flock here: no supervisor could have taken it either
-        for _ in range(20):  # the holder writes its pid right after taking the lock
-            fh.seek(0)
-            fields = fh.read().split()
-            if len(fields) == 2 and fields[0].isdigit():
-                return int(fields[0]), fields[1]
-            time.sleep(0.025)
-        return -1, ""
+        fields = _holder_line(fh).split()
+        return (int(fields[0]), fields[1]) if len(fields) == 2 and fields[0].isdigit() else (-1, "")
 
 
 def wait_gone(pid: int, host: str, timeout_s: float = 10.0) -> None:
@@ -312,11 +311,11 @@ def unrecorded_stages(paths: RunPaths, record: LaunchRecord) -> list[int]:
     found = []
     for pid in procs.pids():
         command = procs.cmdline(pid)
-        if pid in known or not command or STAGE_MODULE not in command:
+        argv = (command or b"").split(b"\0")
+        if pid in known or STAGE_MODULE not in argv:
             continue
-        argv = command.split(b"\0")
-        i = argv.index(STAGE_MODULE) if STAGE_MODULE in argv else -1
-        if i < 0 or i + 2 >= len(argv) or argv[i + 1] not in SUPERVISED_STAGES:
+        i = argv.index(STAGE_MODULE)
+        if i + 2 >= len(argv) or argv[i + 1] not in SUPERVISED_STAGES:
             continue
         run_dir, cwd = os.fsdecode(argv[i + 2]), procs.cwd(pid)
         if not os.path.isabs(run_dir) and cwd is None:
@@ -335,7 +334,7 @@ def _signal(pid: int, signum: int) -> bool:
         return False
 
 
-def _stop(pids: list[int], timeout_s: float) -> list[int]:
+def stop_processes(pids: list[int], timeout_s: float) -> list[int]:
     """SIGTERM, then SIGKILL for those still running after ``timeout_s``; returns, when all are gone, those that
     could be signalled."""
     pids = [p for p in pids if _signal(p, signal.SIGTERM)]
@@ -354,11 +353,11 @@ def stop_orphans(paths: RunPaths, record: LaunchRecord, timeout_s: float = 30.0)
     stops, a self-play stage ends at once (its complete shards stay); recorded ones are marked stopped. Returns their job ids
     (``local-PID``). A stage recorded on another machine raises ElsewhereError."""
     orphans = [j for j in record.jobs if j.state == "running" and j.local_pid and azhpc_process_alive(j.local_pid, j.host)]
-    stopped = _stop([j.local_pid for j in orphans] + unrecorded_stages(paths, record), timeout_s)
-    unrecorded = [p for p in stopped if p not in {j.local_pid for j in orphans}]
+    unrecorded = unrecorded_stages(paths, record)
+    stopped = set(stop_processes([j.local_pid for j in orphans] + unrecorded, timeout_s))
     for job in orphans:
         job.state, job.exit_code = "stopped", None
-    return [j.job_id for j in orphans] + [f"local-{pid}" for pid in unrecorded]
+    return [j.job_id for j in orphans] + [f"local-{pid}" for pid in unrecorded if pid in stopped]
 
 
 def job_states(paths: RunPaths, record: LaunchRecord) -> dict[str, scheduler.JobState]:
