@@ -119,6 +119,39 @@ def test_climb_continues_from_games_already_played():
     assert more and wider.games > first.games and wider.match_half <= 40.0
 
 
+def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
+    """--jobs N: a round's blocks are in flight together (a barrier that N sequential calls would never pass), each
+    with the seed and first opening it would have had one after another, and the rating still finds the truth."""
+    import threading
+
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    for jobs in (3, 8):
+        sim, calls, lock = simulated(800.0, jobs), [], threading.Lock()
+        barrier = threading.Barrier(min(jobs, len(rungs) - 2), timeout=10)
+
+        def play_block(rung, games, seed, first_opening):
+            with lock:
+                calls.append((rung.name, games, seed, first_opening))
+                first_round = len(calls) <= barrier.parties
+            if first_round:
+                barrier.wait()  # raises BrokenBarrierError unless the first round's probes all run at once
+            with lock:
+                return sim(rung, games, seed, first_opening)
+        r = climb("net", rungs, play_block, target=75.0, max_games=400, jobs=jobs)
+        assert len(calls) > barrier.parties and r.games == sum(g for _, g, _, _ in calls) < 400 + 20
+        assert len({(name, seed) for name, _, seed, _ in calls}) == len(calls)  # no block twice
+        for name in {c[0] for c in calls}:  # per rung: seeds 0, 1, 2...; each block opens where the last ended
+            mine = sorted((seed, first, games) for n, games, seed, first in calls if n == name)
+            assert [seed for seed, _, _ in mine] == list(range(len(mine)))
+            assert [first for _, first, _ in mine] == [sum(g for _, _, g in mine[:i]) // 2 for i in range(len(mine))]
+        assert r.low - 150 <= 800.0 <= r.high + 150 and r.match_half <= 75.0, r
+    # jobs=1 is the bisection, block for block
+    one, many = [], []
+    climb("net", rungs, lambda *a: one.append(a[:2]) or simulated(800.0, 5)(*a), target=75.0)
+    climb("net", rungs, lambda *a: many.append(a[:2]) or simulated(800.0, 5)(*a), target=75.0, jobs=1)
+    assert one == many
+
+
 # -- calibration -----------------------------------------------------------------------------------------
 def test_calibration_plan_pairs_each_rung_with_its_neighbours_cheapest_first():
     plans = calibration_plans(CalibrationSpec(games=40, timed_games=20, block=20, timed_block=10))
@@ -271,6 +304,30 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     # the run's config proves mates now: its first matches (no proof) are a third player apart from the second's
     assert names["gen:1@puct2"]["games"] == sum(e["games"] for e in new)
     assert names["gen:1@puct2,nomate"]["games"] == sum(e["games"] for e in entries)
+
+
+def test_evaluate_scale_with_jobs_plays_blocks_in_processes_and_a_rerun_reuses_them(eval_run, tmp_path, engines):  # noqa: F811
+    table = small_table(tmp_path)
+    rate = ["evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table), "--interval", "60",
+            "--max-games", "50", "--simulations", "2", "--jobs", "2", "--quiet"]
+    r = run_cli(*rate)
+    assert r.returncode == 0, r.stderr
+    entries = read_ledger(RunPaths(eval_run))
+    # the probe, then one round of two 20-game blocks (an interval of +-60 takes more than 30 games), each its own entry
+    assert [e["games"] for e in entries] == [10, 20, 20] and len({e["key"] for e in entries}) == 3, entries
+    assert "gen:1: " in r.stdout and "from its 50 games" in r.stdout
+    again = run_cli(*rate[:-1])
+    assert again.returncode == 0 and "50 games already in the ledger; 2 blocks at once" in again.stdout, again.stderr
+    assert len(read_ledger(RunPaths(eval_run))) == 3
+    # a block that fails in its process (here: another player, at 3 simulations, whose probe needs the engine) is
+    # one line, and the ledger keeps what it had
+    lost = run_cli("evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table), "--simulations",
+                   "3", "--jobs", "2", "--fairy-stockfish", str(tmp_path / "no-engine"))
+    assert lost.returncode != 0 and "no-engine" in lost.stderr and "Traceback" not in lost.stderr, lost.stderr
+    assert len(lost.stderr.strip().splitlines()) == 1, lost.stderr
+    assert len(read_ledger(RunPaths(eval_run))) == 3
+    alone = run_cli("evaluate", str(eval_run), "--generation", "1", "--jobs", "2")
+    assert alone.returncode != 0 and "--jobs plays the blocks of a --scale rating" in alone.stderr
 
 
 def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run, tmp_path, engines, monkeypatch):  # noqa: F811

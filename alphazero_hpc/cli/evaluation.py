@@ -34,13 +34,16 @@ from .app import main
 @click.option("--interval", "target", type=click.FloatRange(min=1), default=75.0, show_default=True,
               help="With --scale: play until the 95% interval is at most +- this many Elo.")
 @click.option("--max-games", type=click.IntRange(min=2), default=600, show_default=True, help="With --scale: stop after this many games.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --scale: blocks played at once, each in its own process with its share of the cores "
+                   "(at most one per core: a timed rung on a loaded machine plays weaker).")
 @click.option("--scale-table", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="With --scale: a scale table of azhpc ladder fit (default: the one shipped with azhpc).")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
              openings: str | None, search: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
              stockfish_path: str | None, fairy_path: str | None, scale: bool, target: float, max_games: int,
-             scale_table: Path | None, quiet: bool) -> None:
+             jobs: int, scale_table: Path | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
 
     Each match is appended to RUN/eval/ledger.jsonl and its games saved as PGN under RUN/eval/. A match already
@@ -53,13 +56,15 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
     from ..store.paths import RunPaths
     from ..store.runconfig import read_run_config
 
+    if jobs > 1 and not scale:
+        raise click.UsageError("--jobs plays the blocks of a --scale rating at once: add --scale, or leave --jobs out")
     cfg = read_run_config(RunPaths(run_dir)).playing(search)
     if scale:
         from ..evaluate.scale import ANCHOR_NOTE, rate_on_scale
 
         rating = rate_on_scale(run_dir, cfg, generation, target, max_games=max_games, simulations=simulations,
                                device=device, engines={"stockfish": stockfish_path, "fairy-stockfish": fairy_path},
-                               table=scale_table, echo=(lambda s: None) if quiet else click.echo)
+                               table=scale_table, echo=(lambda s: None) if quiet else click.echo, jobs=jobs)
         click.echo(rating.line())
         click.echo(f"({ANCHOR_NOTE})")
         return

@@ -198,3 +198,39 @@ def describe(entry: LedgerEntry) -> str:
             + (f" ({entry['search'].upper()})" if entry.get("search") else "")
             + (f", draws by rule with >= {entry['adjudicate_material']} material ahead scored as wins"
                if entry.get("adjudicate_material") else ""))
+
+
+class RecordingPool:
+    """``play_recorded`` in ``workers`` processes at once (``azhpc evaluate --scale --jobs``). Each process is
+    spawned fresh (no CUDA context, engine or open file is forked), runs torch on its share of the cores
+    (``AZHPC_TORCH_THREADS``, unless set) and appends its blocks to the ledger under the ledger's lock, so a block
+    that finished is kept whatever happens to the others."""
+
+    def __init__(self, workers: int, threads: int | None = None) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        threads = threads or max(1, len(os.sched_getaffinity(0)) // workers)
+        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_recording_worker, initargs=(threads,))
+
+    def play(self, paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
+             engines: Mapping[str, str | None] | None = None) -> LedgerEntry:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self._pool.submit(_play_in_worker, str(paths.root), cfg, plan, device, dict(engines or {})).result()
+        except BrokenProcessPool as exc:
+            raise AzhpcError(f"a process playing {plan.player} against {plan.opponent} died ({exc}): run the command "
+                             "again; the blocks already in the ledger count") from exc
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _recording_worker(threads: int) -> None:
+    os.environ.setdefault("AZHPC_TORCH_THREADS", str(threads))
+
+
+def _play_in_worker(root: str, cfg: Config, plan: MatchPlan, device: str, engines: dict[str, str | None]) -> LedgerEntry:
+    return play_recorded(RunPaths(Path(root)), cfg, plan, device, engines)[0]

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -34,7 +35,7 @@ from .elo import Z95, MatchScore, fit_ratings
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
 from .ledger import LedgerEntry, PlaySetup, read_ledger
 from .match import book_openings
-from .runner import MatchPlan, play_recorded
+from .runner import MatchPlan, RecordingPool, play_recorded
 
 RUNGS: tuple[str, ...] = (
     "random",
@@ -353,25 +354,55 @@ class ScaleRating:
 PlayBlock = Callable[[ScaleRung, int, int, int], MatchScore]  # (rung, games, seed, first opening) -> W/D/L
 
 
+def _spread(lo: int, hi: int, jobs: int) -> list[int]:
+    """Up to ``jobs`` rung indices strictly between ``lo`` and ``hi``, evenly spaced (one: the middle)."""
+    inner = list(range(lo + 1, hi))
+    if len(inner) <= jobs:
+        return inner
+    return sorted({lo + (hi - lo) * (i + 1) // (jobs + 1) for i in range(jobs)})
+
+
 def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
           played: Sequence[tuple[str, MatchScore]] = (), target: float = 75.0, probe: int = 10, block: int = 20,
-          max_games: int = 600, echo: Callable[[str], None] = lambda s: None) -> ScaleRating:
+          max_games: int = 600, echo: Callable[[str], None] = lambda s: None, jobs: int = 1) -> ScaleRating:
     """Rate ``player`` on ``rungs``: bracket it by bisection over the rungs with ``probe``-game blocks, then play
     ``block``-game blocks against the two rungs nearest its estimate (the one with fewer games first) until the
     95% interval from its own games is at most +-``target`` Elo or it has played ``max_games``. The interval
     reported also carries the rungs' calibration uncertainty, which no number of games reduces. ``played``: (rung, W/D/L) of
-    earlier blocks, which count (so an interrupted rating continues); ``play_block`` plays one more."""
+    earlier blocks, which count (so an interrupted rating continues); ``play_block`` plays one more.
+
+    ``jobs`` > 1 plays up to that many blocks at once (``play_block`` called from as many threads): the bracket
+    probes that many rungs spread over the interval left (the first it scores under half against bounds it), and
+    each later round shares its blocks between the two nearest rungs. Every block gets the seed and first opening
+    it would have had played one after another, so the blocks of a round are distinct ledger entries."""
     by_name = {r.name: r for r in rungs}
     history = [(name, s) for name, s in played if name in by_name]
 
     def games_vs(name: str) -> int:
         return sum(s.games for n, s in history if n == name)
 
-    def play(rung: ScaleRung, games: int) -> None:
-        before = [s for n, s in history if n == rung.name]
-        score = play_block(rung, games, len(before), (games_vs(rung.name) // 2))
-        history.append((rung.name, score))
-        echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+    def total() -> int:
+        return sum(s.games for _, s in history)
+
+    def play(blocks: list[tuple[ScaleRung, int]]) -> None:
+        if not blocks:
+            return
+        args, seen = [], {}  # seen: rung -> (blocks, games) planned before this one, this round included
+        for rung, games in blocks:
+            n, g = seen.get(rung.name, (sum(1 for m, _ in history if m == rung.name), games_vs(rung.name)))
+            args.append((rung, games, n, g // 2))
+            seen[rung.name] = (n + 1, g + games)
+        if len(args) == 1:
+            scores = [play_block(*args[0])]
+        else:
+            with ThreadPoolExecutor(len(args)) as pool:
+                scores = list(pool.map(lambda a: play_block(*a), args))
+        for (rung, *_), score in zip(args, scores):
+            history.append((rung.name, score))
+            echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+
+    def room(size: int) -> int:  # blocks that max_games leaves this round (at least one, as played one at a time)
+        return max(1, min(jobs, math.ceil((max_games - total()) / size)))
 
     exact = [ScaleRung(r.name, r.elo, 0.0, r.timed) for r in rungs]
 
@@ -382,17 +413,30 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
         r = scale_fit([(player, n, s) for n, s in history], exact)[player]
         return (r.high - r.low) / 2
 
+    def score_vs(i: int) -> float:
+        return MatchScore(*(sum(getattr(s, f) for n, s in history if n == rungs[i].name)
+                            for f in ("wins", "draws", "losses"))).score
+
     lo, hi = 0, len(rungs) - 1
-    while hi - lo > 1 and sum(s.games for _, s in history) < max_games:  # bisection: the first rung it scores under half against
+    while hi - lo > 1 and total() < max_games:  # bisection: the first rung it scores under half against
         mid = (lo + hi) // 2
-        if not games_vs(rungs[mid].name):
-            play(rungs[mid], probe)
-        total = MatchScore(*(sum(getattr(s, f) for n, s in history if n == rungs[mid].name) for f in ("wins", "draws", "losses")))
-        lo, hi = (mid, hi) if total.score >= 0.5 else (lo, mid)
+        picks = sorted(_spread(lo, hi, jobs), key=lambda i: abs(i - mid))[:room(probe)]
+        play([(rungs[i], probe) for i in sorted(picks) if not games_vs(rungs[i].name)])
+        for i in sorted(picks):
+            if score_vs(i) < 0.5:
+                hi = i
+                break
+            lo = i
     r = fit()
-    while match_half() > target and sum(s.games for _, s in history) < max_games:
+    while match_half() > target and total() < max_games:
         nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
-        play(min(nearest, key=lambda g: games_vs(g.name)), block)
+        planned = {g.name: games_vs(g.name) for g in nearest}
+        blocks = []
+        for _ in range(room(block)):
+            rung = min(nearest, key=lambda g: planned[g.name])
+            planned[rung.name] += block
+            blocks.append((rung, block))
+        play(blocks)
         r = fit()
     per_rung = {n: games_vs(n) for n in dict.fromkeys(n for n, _ in history)}
     return ScaleRating(player, r.elo, r.low, r.high, match_half(), sum(per_rung.values()), per_rung, target)
@@ -401,10 +445,11 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
 def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 75.0, probe: int = 10, block: int = 20,
                   max_games: int = 600, simulations: int | None = None, device: str = "auto",
                   engines: dict[str, str | None] | None = None, table: Path | None = None,
-                  echo: Callable[[str], None] = print) -> ScaleRating:
+                  echo: Callable[[str], None] = print, jobs: int = 1) -> ScaleRating:
     """``azhpc evaluate RUN --generation G --scale``: generation G rated on the calibrated scale. Every block is
     a ledger entry (gen:G against a rung, chess rules only), so a rating that was stopped continues, and
-    ``azhpc elo --scale`` fits the same matches."""
+    ``azhpc elo --scale`` fits the same matches. ``jobs`` > 1: that many blocks at once, each in its own process
+    (``RecordingPool``), the cores shared between them."""
     paths = RunPaths(run_dir)
     rungs = load_scale(table)
     player = f"gen:{generation}"
@@ -419,13 +464,18 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
                          setup.leaf_capture_value, setup.search)
-        entry, _ = play_recorded(paths, cfg, plan, device, engines)
+        entry = pool.play(paths, cfg, plan, device, engines) if pool else play_recorded(paths, cfg, plan, device, engines)[0]
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
     search = cfg.play_mcts().algorithm
     echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}) on the {SCALE_NAME}: {len(rungs)} rungs, "
-         f"{sum(s.games for _, s in played)} games already in the ledger")
-    return climb(player, rungs, play_block, played, target, probe, block, max_games, echo)
+         f"{sum(s.games for _, s in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
+    pool = RecordingPool(jobs) if jobs > 1 else None
+    try:
+        return climb(player, rungs, play_block, played, target, probe, block, max_games, echo, jobs)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 if __name__ == "__main__":  # one calibration task: python -m alphazero_hpc.evaluate.scale OUT TASK TASKS SPEC ENGINES
