@@ -328,6 +328,8 @@ class EvalConfig:
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
+    scale_jobs: int = 1  # ... playing this many blocks at once, each in its own process (evaluate --scale --jobs;
+                         # an evaluation job on SLURM has slurm.cpus_per_task cores)
     parallel: int = 64  # games played at once; the network searches all of them in shared batches
     time_min: int = 30  # time limit of an evaluation job, minutes
 
@@ -340,6 +342,7 @@ class EvalConfig:
         _check(self.parallel >= 1, "eval.parallel", "must be >= 1")
         _check(self.scale_interval > 0, "eval.scale_interval", "must be > 0 (Elo)")
         _check(self.scale_max_games >= 2, "eval.scale_max_games", "must be >= 2")
+        _check(self.scale_jobs >= 1, "eval.scale_jobs", "must be >= 1 (blocks played at once)")
         _check(self.time_min >= 1, "eval.time_min", "must be >= 1")
         _check(self.openings == "book" or bool(re.fullmatch(r"random:([1-9]|[1-3][0-9]|40)", self.openings)),
                "eval.openings", "must be 'book' or 'random:K' with K in 1..40")

@@ -340,6 +340,7 @@ def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run,
     cfg = read_run_config(paths)
     cfg_text = paths.config.read_text().replace("scale: false", "scale: true").replace("scale_interval: 75.0", "scale_interval: 500.0")
     cfg_text = cfg_text.replace("scale_max_games: 600", "scale_max_games: 20").replace("opponents: previous,random", "opponents: ''")
+    cfg_text = cfg_text.replace("scale_jobs: 1", "scale_jobs: 2")  # its blocks in two processes
     cfg_text = cfg_text.replace("\n  simulations: 0\n", "\n  simulations: 2\n")  # eval.simulations: quick games
     paths.config.write_text(cfg_text)
     assert read_run_config(paths).eval.scale and not cfg.eval.scale

@@ -45,7 +45,7 @@ def evaluate_generation(run_dir: Path, generation: int, device: str = "auto",
     if cfg.eval.scale:  # blocks already in the ledger count, so a requeued stage continues the rating
         try:
             rating = rate_on_scale(run_dir, cfg, generation, cfg.eval.scale_interval, max_games=cfg.eval.scale_max_games,
-                                   device=device, echo=echo)
+                                   device=device, echo=echo, jobs=cfg.eval.scale_jobs)
             progress.results.append(rating.line())
             echo(rating.line())
         except AzhpcError as exc:

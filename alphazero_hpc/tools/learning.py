@@ -338,7 +338,8 @@ def evaluate_arm(out: BenchmarkPaths, arm: ArmResult, games: int, ladder_games: 
             echo(f"[{arm.name}] {describe(entry)}")
     if scale:
         rating = rate_on_scale(paths.root, cfg, arm.generations, cfg.eval.scale_interval,
-                               max_games=cfg.eval.scale_max_games, device=device, echo=lambda line: echo(f"[{arm.name}] {line}"))
+                               max_games=cfg.eval.scale_max_games, device=device, echo=lambda line: echo(f"[{arm.name}] {line}"),
+                               jobs=cfg.eval.scale_jobs)
         echo(f"[{arm.name}] {rating.line()}")
 
 
