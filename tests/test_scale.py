@@ -3,6 +3,8 @@ known strength, the calibration plan, a real engine match on a clock, and azhpc 
 
 import json
 import math
+import os
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -119,6 +121,15 @@ def test_climb_continues_from_games_already_played():
     assert more and wider.games > first.games and wider.match_half <= 40.0
 
 
+def per_block(truth: float, seed: int):
+    """``simulated``, its draws fixed by each block (rung, seed) rather than by the order of calls: safe from threads."""
+    def play_block(rung: ScaleRung, games: int, block_seed: int, first_opening: int) -> MatchScore:
+        rng = np.random.default_rng((seed, int(rung.elo), block_seed))
+        w = int(rng.binomial(games, expected_score(truth - rung.elo)))
+        return MatchScore(w, 0, games - w)
+    return play_block
+
+
 def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
     """--jobs N: a round's blocks are in flight together (a barrier that N sequential calls would never pass), each
     with the seed and first opening it would have had one after another, and the rating still finds the truth."""
@@ -126,7 +137,7 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
 
     rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
     for jobs in (3, 8):
-        sim, calls, lock = simulated(800.0, jobs), [], threading.Lock()
+        sim, calls, lock = per_block(800.0, jobs), [], threading.Lock()
         barrier = threading.Barrier(min(jobs, len(rungs) - 2), timeout=10)
 
         def play_block(rung, games, seed, first_opening):
@@ -135,8 +146,7 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
                 first_round = len(calls) <= barrier.parties
             if first_round:
                 barrier.wait()  # raises BrokenBarrierError unless the first round's probes all run at once
-            with lock:
-                return sim(rung, games, seed, first_opening)
+            return sim(rung, games, seed, first_opening)
         r = climb("net", rungs, play_block, target=75.0, max_games=400, jobs=jobs)
         assert len(calls) > barrier.parties and r.games == sum(g for _, g, _, _ in calls) < 400 + 20
         assert len({(name, seed) for name, _, seed, _ in calls}) == len(calls)  # no block twice
@@ -145,11 +155,52 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
             assert [seed for seed, _, _ in mine] == list(range(len(mine)))
             assert [first for _, first, _ in mine] == [sum(g for _, _, g in mine[:i]) // 2 for i in range(len(mine))]
         assert r.low - 150 <= 800.0 <= r.high + 150 and r.match_half <= 75.0, r
-    # jobs=1 is the bisection, block for block
-    one, many = [], []
-    climb("net", rungs, lambda *a: one.append(a[:2]) or simulated(800.0, 5)(*a), target=75.0)
-    climb("net", rungs, lambda *a: many.append(a[:2]) or simulated(800.0, 5)(*a), target=75.0, jobs=1)
-    assert one == many
+        # the rounds after the bracket play what the interval still needs, not jobs blocks each: with 8 at once it
+        # stops where one at a time would, give or take a round
+        alone = climb("net", rungs, per_block(800.0, jobs), target=75.0, max_games=400)
+        assert r.games <= alone.games + 4 * 20 + 10 * len(rungs), (r.games, alone.games)
+    # a rating just short of its interval plays the block or two it needs, not a round of eight
+    played = [(name, per_block(800.0, 9)(rungs[i], 20, seed, 0), seed) for i, name in ((3, "r900"), (2, "r600"))
+              for seed in range(3)]
+    near = climb("net", rungs, lambda *a: pytest.fail("nothing to play"), played=played, target=1000.0)
+    calls = []
+    climb("net", rungs, lambda *a: calls.append(a[:2]) or per_block(800.0, 9)(*a), played=played,
+          target=near.match_half * 0.97, jobs=8)
+    assert 1 <= len(calls) <= 2, calls
+
+
+def test_climb_with_jobs_one_is_the_bisection_block_for_block():
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    for truth in (100.0, 800.0, 1400.0):
+        calls, busy = [], []
+
+        def play_block(rung, games, seed, first_opening):
+            busy.append(1)
+            assert len(busy) == 1  # one block at a time
+            calls.append((rung.name, games))
+            score = per_block(truth, 3)(rung, games, seed, first_opening)
+            busy.pop()
+            return score
+        climb("net", rungs, play_block, target=75.0, jobs=1)
+        lo, hi, probes = 0, len(rungs) - 1, [c for c in calls if c[1] == 10]
+        for name, _ in probes:  # each probe at the middle of what is left, left or right by its score
+            mid = (lo + hi) // 2
+            assert name == rungs[mid].name, (calls, lo, hi)
+            s = per_block(truth, 3)(rungs[mid], 10, 0, 0).score
+            lo, hi = (mid, hi) if s >= 0.5 else (lo, mid)
+        assert hi - lo == 1 and calls[:len(probes)] == probes and all(g == 20 for _, g in calls[len(probes):])
+
+
+def test_climb_after_a_cut_round_plays_past_the_highest_seed():
+    """A round of blocks against one rung can end out of order (seed 1 in the ledger, seed 0 lost with a killed
+    job): the rerun's next block takes seed 2, so it is a new ledger entry, not the one already there."""
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    calls = []
+    played = [("r600", MatchScore(12, 0, 8), 0), ("r600", MatchScore(11, 1, 8), 1), ("r900", MatchScore(4, 0, 6), 0),
+              ("r900", MatchScore(8, 2, 10), 2)]
+    climb("net", rungs, lambda *a: calls.append((a[0].name, *a[1:4])) or per_block(750.0, 1)(*a), played=played,
+          target=75.0, max_games=90)
+    assert calls[0] == ("r900", 20, 3, 15), calls  # r900 has fewer games: the next block is its, past seed 2
 
 
 # -- calibration -----------------------------------------------------------------------------------------
@@ -306,6 +357,38 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert names["gen:1@puct2,nomate"]["games"] == sum(e["games"] for e in entries)
 
 
+def test_a_killed_rating_leaves_no_pool_worker_behind():
+    """A worker of ``--jobs`` whose parent was killed (SIGKILL: no clean-up runs) exits by itself, instead of
+    finishing its block and then waiting for work forever."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import os, time\nfrom alphazero_hpc.evaluate.runner import RecordingPool\n"
+              "pool = RecordingPool(1)\nprint(pool._pool.submit(os.getpid).result(), flush=True)\ntime.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{worker}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+    deadline = time.monotonic() + 20
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = running()
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    assert not alive, "the pool worker outlived its killed parent"
+
+
 def test_evaluate_scale_with_jobs_plays_blocks_in_processes_and_a_rerun_reuses_them(eval_run, tmp_path, engines):  # noqa: F811
     table = small_table(tmp_path)
     rate = ["evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table), "--interval", "60",
@@ -315,6 +398,11 @@ def test_evaluate_scale_with_jobs_plays_blocks_in_processes_and_a_rerun_reuses_t
     entries = read_ledger(RunPaths(eval_run))
     # the probe, then one round of two 20-game blocks (an interval of +-60 takes more than 30 games), each its own entry
     assert [e["games"] for e in entries] == [10, 20, 20] and len({e["key"] for e in entries}) == 3, entries
+    # ... played at the same time: their spans overlap by more than the 1 s that `finished` is rounded to, which
+    # two blocks played one after the other cannot show
+    ends = [datetime.strptime(e["finished"], "%Y-%m-%dT%H:%M:%S%z").timestamp() for e in entries[1:]]
+    spans = [(end - e["seconds"], end) for end, e in zip(ends, entries[1:])]
+    assert min(end for _, end in spans) - max(start for start, _ in spans) >= 1.0, (spans, entries)
     assert "gen:1: " in r.stdout and "from its 50 games" in r.stdout
     again = run_cli(*rate[:-1])
     assert again.returncode == 0 and "50 games already in the ledger; 2 blocks at once" in again.stdout, again.stderr
@@ -344,8 +432,11 @@ def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run,
     cfg_text = cfg_text.replace("\n  simulations: 0\n", "\n  simulations: 2\n")  # eval.simulations: quick games
     paths.config.write_text(cfg_text)
     assert read_run_config(paths).eval.scale and not cfg.eval.scale
+    asked = []
+    monkeypatch.setattr(stage, "rate_on_scale", lambda *a, _rate=stage.rate_on_scale, **k: asked.append(k["jobs"]) or _rate(*a, **k))
     progress = stage.evaluate_generation(eval_run, 1, device="cpu", echo=lambda s: None)
     assert progress.status == "done", progress.errors
+    assert asked == [2]  # eval.scale_jobs reaches the rating
     (line,) = progress.results
     assert line.startswith("gen:1: ") and "UCI_Elo scale [" in line
     n = len(read_ledger(paths))

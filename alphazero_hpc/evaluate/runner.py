@@ -203,16 +203,18 @@ def describe(entry: LedgerEntry) -> str:
 class RecordingPool:
     """``play_recorded`` in ``workers`` processes at once (``azhpc evaluate --scale --jobs``). Each process is
     spawned fresh (no CUDA context, engine or open file is forked), runs torch on its share of the cores
-    (``AZHPC_TORCH_THREADS``, unless set) and appends its blocks to the ledger under the ledger's lock, so a block
-    that finished is kept whatever happens to the others."""
+    (``AZHPC_TORCH_THREADS``, unless set), appends each block to the ledger under the ledger's lock as it finishes,
+    and exits when its parent is gone (a killed rating leaves no worker behind). If a worker dies, the pool stops:
+    the blocks in flight are lost, those in the ledger count when the rating runs again."""
 
     def __init__(self, workers: int, threads: int | None = None) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        threads = threads or max(1, len(os.sched_getaffinity(0)) // workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        threads = threads or max(1, cores // workers)
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_recording_worker, initargs=(threads,))
+                                         initializer=_recording_worker, initargs=(threads, os.getpid()))
 
     def play(self, paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
              engines: Mapping[str, str | None] | None = None) -> LedgerEntry:
@@ -228,8 +230,18 @@ class RecordingPool:
         self._pool.shutdown(cancel_futures=True)
 
 
-def _recording_worker(threads: int) -> None:
+def _recording_worker(threads: int, parent: int) -> None:
+    """A pool worker's start: its torch threads, and a watch that ends it once its parent is gone (a worker of a
+    killed parent would otherwise finish its block and then wait for work forever)."""
+    import threading
+
     os.environ.setdefault("AZHPC_TORCH_THREADS", str(threads))
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, name="azhpc-parent-watch", daemon=True).start()
 
 
 def _play_in_worker(root: str, cfg: Config, plan: MatchPlan, device: str, engines: dict[str, str | None]) -> LedgerEntry:

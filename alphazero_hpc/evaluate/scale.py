@@ -352,6 +352,7 @@ class ScaleRating:
 
 
 PlayBlock = Callable[[ScaleRung, int, int, int], MatchScore]  # (rung, games, seed, first opening) -> W/D/L
+Played = tuple[str, MatchScore] | tuple[str, MatchScore, int]  # (rung, W/D/L[, the block's seed])
 
 
 def _spread(lo: int, hi: int, jobs: int) -> list[int]:
@@ -363,20 +364,28 @@ def _spread(lo: int, hi: int, jobs: int) -> list[int]:
 
 
 def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
-          played: Sequence[tuple[str, MatchScore]] = (), target: float = 75.0, probe: int = 10, block: int = 20,
+          played: Sequence[Played] = (), target: float = 75.0, probe: int = 10, block: int = 20,
           max_games: int = 600, echo: Callable[[str], None] = lambda s: None, jobs: int = 1) -> ScaleRating:
     """Rate ``player`` on ``rungs``: bracket it by bisection over the rungs with ``probe``-game blocks, then play
     ``block``-game blocks against the two rungs nearest its estimate (the one with fewer games first) until the
     95% interval from its own games is at most +-``target`` Elo or it has played ``max_games``. The interval
-    reported also carries the rungs' calibration uncertainty, which no number of games reduces. ``played``: (rung, W/D/L) of
-    earlier blocks, which count (so an interrupted rating continues); ``play_block`` plays one more.
+    reported also carries the rungs' calibration uncertainty, which no number of games reduces. ``played``: (rung, W/D/L
+    and, where known, the block's seed) of earlier blocks, which count (so an interrupted rating continues);
+    ``play_block`` plays one more, with the next seed against its rung (one past the highest) and the book from where
+    the games against it so far leave off.
 
     ``jobs`` > 1 plays up to that many blocks at once (``play_block`` called from as many threads): the bracket
     probes that many rungs spread over the interval left (the first it scores under half against bounds it), and
-    each later round shares its blocks between the two nearest rungs. Every block gets the seed and first opening
-    it would have had played one after another, so the blocks of a round are distinct ledger entries."""
+    each later round shares between the two nearest rungs as many blocks as the interval still asks for (from how
+    it narrows with games), at most ``jobs``. Every block gets the seed and first opening it would have had played
+    one after another, so the blocks of a round are distinct ledger entries, also after a round that was cut short."""
     by_name = {r.name: r for r in rungs}
-    history = [(name, s) for name, s in played if name in by_name]
+    history: list[tuple[str, MatchScore]] = []
+    next_seed: dict[str, int] = {}
+    for name, score, *seed in played:
+        if name in by_name:
+            history.append((name, score))
+            next_seed[name] = max(next_seed.get(name, 0), (seed[0] if seed else next_seed.get(name, 0)) + 1)
 
     def games_vs(name: str) -> int:
         return sum(s.games for n, s in history if n == name)
@@ -387,11 +396,12 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     def play(blocks: list[tuple[ScaleRung, int]]) -> None:
         if not blocks:
             return
-        args, seen = [], {}  # seen: rung -> (blocks, games) planned before this one, this round included
+        args, seen = [], {}  # seen: rung -> (next seed, games) planned before this one, this round included
         for rung, games in blocks:
-            n, g = seen.get(rung.name, (sum(1 for m, _ in history if m == rung.name), games_vs(rung.name)))
+            n, g = seen.get(rung.name, (next_seed.get(rung.name, 0), games_vs(rung.name)))
             args.append((rung, games, n, g // 2))
             seen[rung.name] = (n + 1, g + games)
+            next_seed[rung.name] = n + 1
         if len(args) == 1:
             scores = [play_block(*args[0])]
         else:
@@ -420,7 +430,8 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     lo, hi = 0, len(rungs) - 1
     while hi - lo > 1 and total() < max_games:  # bisection: the first rung it scores under half against
         mid = (lo + hi) // 2
-        picks = sorted(_spread(lo, hi, jobs), key=lambda i: abs(i - mid))[:room(probe)]
+        # a middle rung with games already (a rating continued) decides alone, as in the bisection; else a round
+        picks = [mid] if games_vs(rungs[mid].name) else sorted(_spread(lo, hi, jobs), key=lambda i: abs(i - mid))[:room(probe)]
         play([(rungs[i], probe) for i in sorted(picks) if not games_vs(rungs[i].name)])
         for i in sorted(picks):
             if score_vs(i) < 0.5:
@@ -428,11 +439,13 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
                 break
             lo = i
     r = fit()
-    while match_half() > target and total() < max_games:
+    while (half := match_half()) > target and total() < max_games:
         nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
         planned = {g.name: games_vs(g.name) for g in nearest}
+        # the interval narrows as 1/sqrt(games): about this many more games reach the target
+        wanted = max(1, math.ceil(total() * ((half / target) ** 2 - 1) / block))
         blocks = []
-        for _ in range(room(block)):
+        for _ in range(min(room(block), wanted)):
             rung = min(nearest, key=lambda g: planned[g.name])
             planned[rung.name] += block
             blocks.append((rung, block))
@@ -457,9 +470,9 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     sims = setup.simulations
     book = len(book_openings())
     names = {r.name for r in rungs}
-    played = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in read_ledger(paths)
-              if e["player"] == player and e["opponent"] in names and not e.get("adjudicate_material", 0)
-              and PlaySetup.of_entry(e) == setup]
+    played: list[Played] = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"]), int(e["seed"]))
+                            for e in read_ledger(paths) if e["player"] == player and e["opponent"] in names
+                            and not e.get("adjudicate_material", 0) and PlaySetup.of_entry(e) == setup]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
@@ -469,7 +482,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
 
     search = cfg.play_mcts().algorithm
     echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}) on the {SCALE_NAME}: {len(rungs)} rungs, "
-         f"{sum(s.games for _, s in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
+         f"{sum(p[1].games for p in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
     pool = RecordingPool(jobs) if jobs > 1 else None
     try:
         return climb(player, rungs, play_block, played, target, probe, block, max_games, echo, jobs)
