@@ -396,12 +396,11 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     def play(blocks: list[tuple[ScaleRung, int]]) -> None:
         if not blocks:
             return
-        args, seen = [], {}  # seen: rung -> (next seed, games) planned before this one, this round included
+        args, before = [], {}  # before: rung -> its games, this round's earlier blocks included
         for rung, games in blocks:
-            n, g = seen.get(rung.name, (next_seed.get(rung.name, 0), games_vs(rung.name)))
-            args.append((rung, games, n, g // 2))
-            seen[rung.name] = (n + 1, g + games)
-            next_seed[rung.name] = n + 1
+            seed, g = next_seed.get(rung.name, 0), before.get(rung.name, games_vs(rung.name))
+            args.append((rung, games, seed, g // 2))
+            before[rung.name], next_seed[rung.name] = g + games, seed + 1
         if len(args) == 1:
             scores = [play_block(*args[0])]
         else:
