@@ -4,6 +4,8 @@ known strength, the calibration plan, a real engine match on a clock, and azhpc 
 import json
 import math
 import os
+import re
+from collections import Counter
 from datetime import datetime
 
 import numpy as np
@@ -167,6 +169,32 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
     climb("net", rungs, lambda *a: calls.append(a[:2]) or per_block(800.0, 9)(*a), played=played,
           target=near.match_half * 0.97, jobs=8)
     assert 1 <= len(calls) <= 2, calls
+
+
+def test_climb_with_jobs_says_each_block_as_it_ends_not_when_its_round_does():
+    """A round of blocks at hundreds of simulations per move takes many minutes: a block that ends early is on the
+    screen at once. Here the first round's upper probe plays on until the lower one's line has been printed, which a
+    round that printed its blocks only when all had ended would never allow (the wait would time out)."""
+    import threading
+
+    from alphazero_hpc.evaluate.scale import _spread
+
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    low, high = (rungs[i] for i in _spread(0, len(rungs) - 1, 2))
+    lines, said = [], threading.Event()
+
+    def echo(line):
+        lines.append(line)
+        said.set() if line.startswith(f"  vs {low.name} (") else None
+
+    def play_block(rung, games, seed, first_opening):
+        if rung is high and seed == 0:
+            assert said.wait(10), lines  # the lower probe's line, while this block is still in play
+        return per_block(800.0, 2)(rung, games, seed, first_opening)
+
+    climb("net", rungs, play_block, target=75.0, max_games=400, echo=echo, jobs=2)
+    assert lines[0] == f"  2 blocks at once: 10 games vs {low.name}, 10 games vs {high.name}", lines
+    assert lines[1].startswith(f"  vs {low.name} (") and lines[2].startswith(f"  vs {high.name} ("), lines
 
 
 def test_climb_with_jobs_one_is_the_bisection_block_for_block():
@@ -392,20 +420,25 @@ def test_a_killed_rating_leaves_no_pool_worker_behind():
 def test_evaluate_scale_with_jobs_plays_blocks_in_processes_and_a_rerun_reuses_them(eval_run, tmp_path, engines):  # noqa: F811
     table = small_table(tmp_path)
     rate = ["evaluate", str(eval_run), "--generation", "1", "--scale", "--scale-table", str(table), "--interval", "60",
-            "--max-games", "50", "--simulations", "2", "--jobs", "2", "--quiet"]
+            "--max-games", "50", "--simulations", "2", "--jobs", "2"]
     r = run_cli(*rate)
     assert r.returncode == 0, r.stderr
     entries = read_ledger(RunPaths(eval_run))
     # the probe, then one round of two 20-game blocks (an interval of +-60 takes more than 30 games), each its own entry
     assert [e["games"] for e in entries] == [10, 20, 20] and len({e["key"] for e in entries}) == 3, entries
+    # every game a line as it ends, named by its block, also from the worker processes (none silent until the end)
+    said = Counter((m[1], int(m[2])) for m in re.finditer(r"^  vs (\S+) #(\d+): game \d+/\d+: gen:1 ", r.stdout, re.M))
+    assert said == Counter({(e["opponent"], e["seed"]): e["games"] for e in entries}), r.stdout
+    assert "  2 blocks at once: 20 games vs " in r.stdout
     # ... played at the same time: their spans overlap by more than the 1 s that `finished` is rounded to, which
     # two blocks played one after the other cannot show
     ends = [datetime.strptime(e["finished"], "%Y-%m-%dT%H:%M:%S%z").timestamp() for e in entries[1:]]
     spans = [(end - e["seconds"], end) for end, e in zip(ends, entries[1:])]
     assert min(end for _, end in spans) - max(start for start, _ in spans) >= 1.0, (spans, entries)
     assert "gen:1: " in r.stdout and "from its 50 games" in r.stdout
-    again = run_cli(*rate[:-1])
+    again = run_cli(*rate)
     assert again.returncode == 0 and "50 games already in the ledger; 2 blocks at once" in again.stdout, again.stderr
+    assert run_cli(*rate, "--quiet").stdout.count("\n") == 2  # the rating and the anchor's note
     assert len(read_ledger(RunPaths(eval_run))) == 3
     # a block that fails in its process (here: another player, at 3 simulations, whose probe needs the engine) is
     # one line, and the ledger keeps what it had

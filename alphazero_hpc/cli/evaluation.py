@@ -64,7 +64,8 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
 
         rating = rate_on_scale(run_dir, cfg, generation, target, max_games=max_games, simulations=simulations,
                                device=device, engines={"stockfish": stockfish_path, "fairy-stockfish": fairy_path},
-                               table=scale_table, echo=(lambda s: None) if quiet else click.echo, jobs=jobs)
+                               table=scale_table, echo=(lambda s: None) if quiet else click.echo, jobs=jobs,
+                               per_game=not quiet)
         click.echo(rating.line())
         click.echo(f"({ANCHOR_NOTE})")
         return

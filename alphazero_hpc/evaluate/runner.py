@@ -6,6 +6,7 @@ import hashlib
 import os
 import platform
 import re
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -205,7 +206,8 @@ class RecordingPool:
     spawned fresh (no CUDA context, engine or open file is forked), runs torch on its share of the cores
     (``AZHPC_TORCH_THREADS``, unless set), appends each block to the ledger under the ledger's lock as it finishes,
     and exits when its parent is gone (a killed rating leaves no worker behind). If a worker dies, the pool stops:
-    the blocks in flight are lost, those in the ledger count when the rating runs again."""
+    the blocks in flight are lost, those in the ledger count when the rating runs again. ``play(..., progress=P)``:
+    the worker prints a line per game as it ends, after P, to the standard output it shares with its parent."""
 
     def __init__(self, workers: int, threads: int | None = None) -> None:
         import multiprocessing
@@ -217,11 +219,12 @@ class RecordingPool:
                                          initializer=_recording_worker, initargs=(threads, os.getpid()))
 
     def play(self, paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
-             engines: Mapping[str, str | None] | None = None) -> LedgerEntry:
+             engines: Mapping[str, str | None] | None = None, progress: str | None = None) -> LedgerEntry:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self._pool.submit(_play_in_worker, str(paths.root), cfg, plan, device, dict(engines or {})).result()
+            return self._pool.submit(_play_in_worker, str(paths.root), cfg, plan, device, dict(engines or {}),
+                                     progress).result()
         except BrokenProcessPool as exc:
             raise AzhpcError(f"a process playing {plan.player} against {plan.opponent} died ({exc}): run the command "
                              "again; the blocks already in the ledger count") from exc
@@ -244,5 +247,10 @@ def _recording_worker(threads: int, parent: int) -> None:
     threading.Thread(target=watch, name="azhpc-parent-watch", daemon=True).start()
 
 
-def _play_in_worker(root: str, cfg: Config, plan: MatchPlan, device: str, engines: dict[str, str | None]) -> LedgerEntry:
-    return play_recorded(RunPaths(Path(root)), cfg, plan, device, engines)[0]
+def _play_in_worker(root: str, cfg: Config, plan: MatchPlan, device: str, engines: dict[str, str | None],
+                    progress: str | None = None) -> LedgerEntry:
+    def echo(line: str) -> None:
+        if progress is not None:  # one write per line, flushed: the workers' lines interleave whole
+            sys.stdout.write(f"{progress}{line.strip()}\n")
+            sys.stdout.flush()
+    return play_recorded(RunPaths(Path(root)), cfg, plan, device, engines, echo)[0]

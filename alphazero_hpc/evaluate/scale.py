@@ -21,7 +21,7 @@ import json
 import math
 import os
 import platform
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -401,14 +401,18 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
             seed, g = next_seed.get(rung.name, 0), before.get(rung.name, games_vs(rung.name))
             args.append((rung, games, seed, g // 2))
             before[rung.name], next_seed[rung.name] = g + games, seed + 1
-        if len(args) == 1:
-            scores = [play_block(*args[0])]
-        else:
-            with ThreadPoolExecutor(len(args)) as pool:
-                scores = list(pool.map(lambda a: play_block(*a), args))
-        for (rung, *_), score in zip(args, scores):
+        def done(rung: ScaleRung, score: MatchScore) -> None:
             history.append((rung.name, score))
             echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+
+        if len(args) == 1:
+            done(args[0][0], play_block(*args[0]))
+            return
+        echo(f"  {len(args)} blocks at once: " + ", ".join(f"{games} games vs {rung.name}" for rung, games, *_ in args))
+        with ThreadPoolExecutor(len(args)) as pool:  # each block's line as it ends, not when the round does
+            futures = {pool.submit(play_block, *a): a[0] for a in args}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
 
     def room(size: int) -> int:  # blocks that max_games leaves this round (at least one, as played one at a time)
         return max(1, min(jobs, math.ceil((max_games - total()) / size)))
@@ -457,11 +461,12 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
 def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 75.0, probe: int = 10, block: int = 20,
                   max_games: int = 600, simulations: int | None = None, device: str = "auto",
                   engines: dict[str, str | None] | None = None, table: Path | None = None,
-                  echo: Callable[[str], None] = print, jobs: int = 1) -> ScaleRating:
+                  echo: Callable[[str], None] = print, jobs: int = 1, per_game: bool = False) -> ScaleRating:
     """``azhpc evaluate RUN --generation G --scale``: generation G rated on the calibrated scale. Every block is
     a ledger entry (gen:G against a rung, chess rules only), so a rating that was stopped continues, and
     ``azhpc elo --scale`` fits the same matches. ``jobs`` > 1: that many blocks at once, each in its own process
-    (``RecordingPool``), the cores shared between them."""
+    (``RecordingPool``), the cores shared between them. ``per_game``: a line per game as it ends, named by its
+    block's rung and seed (a block at hundreds of simulations per move takes minutes), from the worker processes too."""
     paths = RunPaths(run_dir)
     rungs = load_scale(table)
     player = f"gen:{generation}"
@@ -476,7 +481,12 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
                          setup.leaf_capture_value, setup.search)
-        entry = pool.play(paths, cfg, plan, device, engines) if pool else play_recorded(paths, cfg, plan, device, engines)[0]
+        label = f"  vs {rung.name} #{seed}: " if per_game else None
+        if pool:
+            entry = pool.play(paths, cfg, plan, device, engines, progress=label)
+        else:
+            entry = play_recorded(paths, cfg, plan, device, engines,
+                                  echo=(lambda s: echo(label + s.strip())) if label else (lambda s: None))[0]
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
     search = cfg.play_mcts().algorithm
