@@ -401,6 +401,7 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
             seed, g = next_seed.get(rung.name, 0), before.get(rung.name, games_vs(rung.name))
             args.append((rung, games, seed, g // 2))
             before[rung.name], next_seed[rung.name] = g + games, seed + 1
+
         def done(rung: ScaleRung, score: MatchScore) -> None:
             history.append((rung.name, score))
             echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
