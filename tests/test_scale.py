@@ -185,7 +185,8 @@ def test_climb_with_jobs_says_each_block_as_it_ends_not_when_its_round_does():
 
     def echo(line):
         lines.append(line)
-        said.set() if line.startswith(f"  vs {low.name} (") else None
+        if line.startswith(f"  vs {low.name} ("):
+            said.set()
 
     def play_block(rung, games, seed, first_opening):
         if rung is high and seed == 0:
