@@ -101,6 +101,8 @@ class MCTSConfig:
     c_base: float = 19652.0
     fpu_reduction: float = 0.25  # unvisited child value = parent Q - fpu_reduction * sqrt(visited prior mass)
     fpu_reduction_root: float = 0.0  # the same at the root (0: unvisited root children get the parent Q)
+    policy_temperature: float = 1.0  # priors = softmax(logits / T) over the legal moves (lc0's policy softmax
+                                     # temperature); > 1 spreads the search over moves the network ranks low
     dirichlet_alpha: float = 0.3  # root noise concentration (AlphaZero chess: 0.3)
     dirichlet_epsilon: float = 0.25  # root noise weight; 0 disables noise
     tree_reuse: bool = True  # keep the chosen child's subtree for the next move
@@ -138,6 +140,7 @@ class MCTSConfig:
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")
         _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
+        _check(0.1 <= self.policy_temperature <= 10.0, "mcts.policy_temperature", "must be in 0.1..10 (1: the network's own priors)")
         _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
         _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
         _check(0.0 <= self.leaf_capture_value <= 4.0, "mcts.leaf_capture_value", "must be in [0, 4] (logit per pawn)")
@@ -325,6 +328,8 @@ class EvalConfig:
     algorithm: PlayAlgorithm = "same"  # the search a network plays with in matches, ratings and UCI: same (mcts.algorithm,
                                        # the search it learned with), puct or gumbel. A Gumbel-trained net can play
                                        # stronger under PUCT at hundreds of simulations (docs/evaluation.md)
+    policy_temperature: float = 0.0  # the prior's temperature at play (matches, ratings, UCI); 0: mcts.policy_temperature.
+                                     # 1.5 made PUCT at 200-800 simulations stronger (docs/evaluation.md)
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
@@ -337,6 +342,8 @@ class EvalConfig:
         _check_choices(self)
         _check(self.games >= 1, "eval.games", "must be >= 1")
         _check(self.simulations >= 0, "eval.simulations", "must be >= 0 (0: mcts.simulations)")
+        _check(self.policy_temperature == 0 or 0.1 <= self.policy_temperature <= 10.0, "eval.policy_temperature",
+               "must be 0 (mcts.policy_temperature) or in 0.1..10")
         _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
         _check(self.adjudicate_material >= 0, "eval.adjudicate_material", "must be >= 0 (0: no adjudication)")
         _check(self.parallel >= 1, "eval.parallel", "must be >= 1")
@@ -423,13 +430,26 @@ class Config:
         """Simulations per move a network of this run plays with: eval.simulations, else mcts.simulations."""
         return self.eval.simulations or self.mcts.simulations
 
-    def playing(self, algorithm: str | None) -> Config:
-        """This config with eval.algorithm set to ``algorithm`` (a --search option); None keeps it."""
-        return self if algorithm is None else dataclasses.replace(self, eval=dataclasses.replace(self.eval, algorithm=algorithm))
+    @property
+    def play_temperature(self) -> float:
+        """The prior's temperature a network of this run plays with: eval.policy_temperature, else mcts's."""
+        return self.eval.policy_temperature or self.mcts.policy_temperature
+
+    def playing(self, algorithm: str | None, policy_temperature: float | None = None) -> Config:
+        """This config with eval.algorithm set to ``algorithm`` (a --search option) and eval.policy_temperature to
+        ``policy_temperature`` (--policy-temperature); None keeps each."""
+        ev = self.eval
+        if algorithm is not None:
+            ev = dataclasses.replace(ev, algorithm=algorithm)
+        if policy_temperature is not None:
+            ev = dataclasses.replace(ev, policy_temperature=policy_temperature)
+        return dataclasses.replace(self, eval=ev)
 
     def play_mcts(self) -> MCTSConfig:
-        """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice."""
-        return with_algorithm(self.mcts, self.play_search) if self.play_search else self.mcts
+        """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice
+        and eval.policy_temperature."""
+        mcts = with_algorithm(self.mcts, self.play_search) if self.play_search else self.mcts
+        return dataclasses.replace(mcts, policy_temperature=self.play_temperature)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)

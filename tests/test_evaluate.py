@@ -253,6 +253,40 @@ def test_eval_algorithm_is_the_search_a_network_plays_with(eval_run):
     assert gumbel.play_mcts().algorithm == "puct" and gumbel.play_mcts().gumbel_root_value == "visits"
 
 
+def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_matches(eval_run):
+    """eval.policy_temperature (evaluate/uci --policy-temperature) sets the prior's temperature of the network's
+    matches only (0: mcts's; self-play keeps mcts), and a temperature other than 1 names itself in the ledger key,
+    the ledger entry and the player's tag, so games at two temperatures are never one player's."""
+    import dataclasses
+
+    from alphazero_hpc.evaluate.ledger import PlaySetup, search_tag
+    from alphazero_hpc.evaluate.runner import MatchPlan, make_player
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.store.runconfig import read_run_config
+
+    cfg = read_run_config(RunPaths(eval_run))
+    assert cfg.eval.policy_temperature == 0 and cfg.play_temperature == cfg.mcts.policy_temperature == 1.0
+    warm = cfg.playing(None, 1.5)
+    assert warm.eval.policy_temperature == 1.5 and warm.mcts.policy_temperature == 1.0 and warm.eval.algorithm == "same"
+    setup = PlaySetup.of_config(warm)
+    assert setup.policy_temperature == 1.5 and setup != PlaySetup.of_config(cfg)
+    plan = MatchPlan("gen:1", "random", 2, 4, "book", 0, 24, policy_temperature=setup.policy_temperature)
+    player = make_player("gen:1", RunPaths(eval_run), warm, plan, search_rules(24), "cpu")
+    assert player.mcts.policy_temperature == 1.5 and plan.key.endswith("|policy_temperature=1.5")
+    assert "policy_temperature" not in MatchPlan("gen:1", "random", 2, 4, "book", 0, 24).key
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", "--games", "2",
+                "--simulations", "4", "--max-plies", "24", "--policy-temperature", "1.5")
+    assert r.returncode == 0, r.stderr
+    (entry,) = read_ledger(RunPaths(eval_run))
+    assert entry["policy_temperature"] == 1.5 and entry["key"].endswith("|policy_temperature=1.5")
+    assert PlaySetup.of_entry(entry) == PlaySetup.of_config(warm, 4)
+    assert search_tag(entry, cfg) == "puct4,T=1.5" and search_tag(entry) == "T=1.5"
+    with pytest.raises(Exception, match="eval.policy_temperature"):
+        dataclasses.replace(cfg.eval, policy_temperature=0.05)
+    with pytest.raises(Exception, match="mcts.policy_temperature"):
+        dataclasses.replace(cfg.mcts, policy_temperature=0.0)
+
+
 # -- Stockfish -------------------------------------------------------------------------------------------
 def test_stockfish_opponent(eval_run, stockfish):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",

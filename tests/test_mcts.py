@@ -258,3 +258,25 @@ def test_lazy_expansion_changes_no_search_and_bounds_its_memory(algorithm):
     assert runs[8][0] == runs[0][0] and runs[4096][0] == runs[0][0]
     assert runs[0][2] == 0 and 0 < runs[8][2] <= 8 < runs[4096][2]
     assert runs[4096][1] < runs[0][1]  # fewer nodes got their legal moves
+
+
+class _RankedEvaluator(UniformEvaluator):
+    """Logit 0.5 x (policy index mod 7) for every move, every position even: priors that differ, known in advance."""
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, values = super().evaluate(planes)
+        return logits + 0.5 * (np.arange(NUM_MOVES) % 7).astype(np.float32), values
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_policy_temperature_divides_the_logits_of_the_priors(temperature):
+    """mcts.policy_temperature: a root's priors are softmax(logits / T) over its legal moves, whatever T."""
+    from alphazero_hpc.game.encoding import move_index
+
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq - 3 3")
+    search = TreeSearch(_RankedEvaluator(1), MCTSConfig(policy_temperature=temperature), Rules(), 1)
+    (result,) = search.search([board], 1)
+    logits = np.array([0.5 * (move_index(m, board.turn) % 7) for m in result.moves]) / temperature
+    assert len(set(logits.round(6))) > 2  # the priors differ between moves
+    expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    np.testing.assert_allclose(result.priors, expected, rtol=1e-5)

@@ -377,10 +377,17 @@ def test_evaluate_scale_rates_a_network_and_elo_shows_it(eval_run, tmp_path, eng
     assert more and all(e.get("search") == "gumbel" and e["key"].endswith("|search=gumbel") for e in more)
     again = run_cli(*gumbel)
     assert f"{sum(e['games'] for e in more)} games already in the ledger" in again.stdout, again.stderr
+    # ... and so is the same search with another prior temperature (--policy-temperature)
+    warm = run_cli(*gumbel, "--policy-temperature", "2")
+    assert warm.returncode == 0 and "0 games already in the ledger" in warm.stdout, warm.stderr
+    assert "2 simulations per move, Gumbel, prior temperature 2)" in warm.stdout
+    warmer = read_ledger(RunPaths(eval_run))[len(entries) + len(new) + len(more):]
+    assert warmer and all(e.get("policy_temperature") == 2 and e["key"].endswith("|policy_temperature=2") for e in warmer)
     elo = run_cli("elo", str(eval_run), "--scale-table", str(table), "--json")  # a player apart from gen:1
     assert elo.returncode == 0, elo.stderr
     names = {x["name"]: x for x in json.loads(elo.stdout)["ratings"]}
     assert names["gen:1@gumbel2"]["games"] == sum(e["games"] for e in more)
+    assert names["gen:1@gumbel2,T=2"]["games"] == sum(e["games"] for e in warmer)
     # the run's config proves mates now: its first matches (no proof) are a third player apart from the second's
     assert names["gen:1@puct2"]["games"] == sum(e["games"] for e in new)
     assert names["gen:1@puct2,nomate"]["games"] == sum(e["games"] for e in entries)

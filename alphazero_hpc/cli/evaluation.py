@@ -22,6 +22,8 @@ from .app import main
 @click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search in these games: same (mcts.algorithm), puct or gumbel [eval.algorithm].")
+@click.option("--policy-temperature", type=click.FloatRange(min=0.1, max=10.0),
+              help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
 @click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
 @click.option("--adjudicate-material", type=click.IntRange(min=0),
               help="Score a game drawn by repetition/fifty moves/max plies as a win for a side this much material ahead [eval.adjudicate_material].")
@@ -41,7 +43,7 @@ from .app import main
               help="With --scale: a scale table of azhpc ladder fit (default: the one shipped with azhpc).")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
-             openings: str | None, search: str | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
+             openings: str | None, search: str | None, policy_temperature: float | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
              stockfish_path: str | None, fairy_path: str | None, scale: bool, target: float, max_games: int,
              jobs: int, scale_table: Path | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
@@ -58,7 +60,7 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
 
     if jobs > 1 and not scale:
         raise click.UsageError("--jobs plays the blocks of a --scale rating at once: add --scale, or leave --jobs out")
-    cfg = read_run_config(RunPaths(run_dir)).playing(search)
+    cfg = read_run_config(RunPaths(run_dir)).playing(search, policy_temperature)
     if scale:
         from ..evaluate.scale import ANCHOR_NOTE, rate_on_scale
 
@@ -128,11 +130,14 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search: same (mcts.algorithm), puct or gumbel [eval.algorithm of its run].")
-def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None) -> None:
+@click.option("--policy-temperature", type=click.FloatRange(min=0.1, max=10.0),
+              help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
+def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None,
+        policy_temperature: float | None) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
     from ..evaluate.uci import run_uci
 
-    run_uci(checkpoint, simulations, movetime_ms, device, search=search)
+    run_uci(checkpoint, simulations, movetime_ms, device, search=search, policy_temperature=policy_temperature)
 
 
 @main.command()

@@ -42,6 +42,7 @@ class LedgerEntry(TypedDict, total=False):
     mate_in_one: bool  # optional, true when the network's search proved mates in one (mcts.mate_in_one)
     leaf_capture_value: float  # optional, the network's search's mcts.leaf_capture_value when not 0
     search: str  # optional, the network's search algorithm where eval.algorithm overrode the run's (azhpc elo: gen:K@puct400)
+    policy_temperature: float  # optional, the network's prior temperature at play when not 1 (eval.policy_temperature)
     wins: int  # the first player's, over ``games``
     draws: int
     losses: int
@@ -70,16 +71,19 @@ class PlaySetup:
     mate_in_one: bool = False
     leaf_capture_value: float = 0.0
     search: str = ""
+    policy_temperature: float = 1.0
 
     @classmethod
     def of_entry(cls, entry: Mapping[str, Any]) -> PlaySetup:
         return cls(int(entry.get("simulations", 0)), bool(entry.get("mate_in_one")),
-                   float(entry.get("leaf_capture_value", 0.0)), str(entry.get("search", "")))
+                   float(entry.get("leaf_capture_value", 0.0)), str(entry.get("search", "")),
+                   float(entry.get("policy_temperature", 1.0)))
 
     @classmethod
     def of_config(cls, cfg: Config, simulations: int | None = None) -> PlaySetup:
         """How ``cfg``'s networks play: at ``simulations``, else its play_simulations."""
-        return cls(simulations or cfg.play_simulations, cfg.mcts.mate_in_one, cfg.mcts.leaf_capture_value, cfg.play_search)
+        return cls(simulations or cfg.play_simulations, cfg.mcts.mate_in_one, cfg.mcts.leaf_capture_value, cfg.play_search,
+                   cfg.play_temperature)
 
 
 def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
@@ -88,13 +92,16 @@ def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
     ``gumbel2,nomate``; "" for the run's own. Without ``cfg`` only another algorithm than the run's counts."""
     setup = PlaySetup.of_entry(entry)
     if cfg is None:
-        return f"{setup.search}{setup.simulations}" if setup.search else ""
+        tag = f"{setup.search}{setup.simulations}" if setup.search else ""
+        temperature = f"T={setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else ""
+        return ",".join(t for t in (tag, temperature) if t)
     own = PlaySetup.of_config(cfg)
     if setup == own:
         return ""
     return (f"{setup.search or cfg.mcts.algorithm}{setup.simulations}"
             + ((",mate" if setup.mate_in_one else ",nomate") if setup.mate_in_one != own.mate_in_one else "")
-            + (f",capture={setup.leaf_capture_value:g}" if setup.leaf_capture_value != own.leaf_capture_value else ""))
+            + (f",capture={setup.leaf_capture_value:g}" if setup.leaf_capture_value != own.leaf_capture_value else "")
+            + (f",T={setup.policy_temperature:g}" if setup.policy_temperature != own.policy_temperature else ""))
 
 
 @contextlib.contextmanager

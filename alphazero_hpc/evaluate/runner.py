@@ -39,6 +39,7 @@ class MatchPlan:
     mate_in_one: bool = False  # the network players' search proves mates in one (mcts.mate_in_one)
     leaf_capture_value: float = 0.0  # their search's mcts.leaf_capture_value
     search: str = ""  # their search's algorithm where eval.algorithm overrides the run's mcts.algorithm
+    policy_temperature: float = 1.0  # their prior's temperature (eval.policy_temperature, else mcts's)
 
     @property
     def generation(self) -> int | None:
@@ -52,7 +53,8 @@ class MatchPlan:
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
                 + ("|mate_in_one" if self.mate_in_one else "")
                 + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else "")
-                + (f"|search={self.search}" if self.search else ""))
+                + (f"|search={self.search}" if self.search else "")
+                + (f"|policy_temperature={self.policy_temperature:g}" if self.policy_temperature != 1.0 else ""))
 
     @property
     def pgn_name(self) -> str:
@@ -121,7 +123,7 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
                      setup.simulations, openings or ev.openings, seed, max_plies or ev.max_plies,
                      ev.adjudicate_material if adjudicate_material is None else adjudicate_material, setup.mate_in_one,
-                     setup.leaf_capture_value, setup.search)
+                     setup.leaf_capture_value, setup.search, setup.policy_temperature)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
@@ -175,6 +177,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         **({"mate_in_one": True} if plan.mate_in_one else {}),
         **({"leaf_capture_value": plan.leaf_capture_value} if plan.leaf_capture_value else {}),
         **({"search": plan.search} if plan.search else {}),
+        **({"policy_temperature": plan.policy_temperature} if plan.policy_temperature != 1.0 else {}),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),

@@ -481,7 +481,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
-                         setup.leaf_capture_value, setup.search)
+                         setup.leaf_capture_value, setup.search, setup.policy_temperature)
         label = f"  vs {rung.name} #{seed}: " if per_game else None
         if pool:
             entry = pool.play(paths, cfg, plan, device, engines, progress=label)
@@ -491,7 +491,8 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
     search = cfg.play_mcts().algorithm
-    echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}) on the {SCALE_NAME}: {len(rungs)} rungs, "
+    warm = f", prior temperature {setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else ""
+    echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}{warm}) on the {SCALE_NAME}: {len(rungs)} rungs, "
          f"{sum(p[1].games for p in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
     pool = RecordingPool(jobs) if jobs > 1 else None
     try:

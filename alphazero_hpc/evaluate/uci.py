@@ -199,7 +199,8 @@ class UciEngine:
 
 
 def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
-            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str | None = None) -> None:
+            stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str | None = None,
+            policy_temperature: float | None = None) -> None:
     from ..net.checkpoint import load_model
     from ..net.inference import TorchEvaluator, pick_device
     from ..store.paths import RunPaths
@@ -208,9 +209,9 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     model, payload = load_model(checkpoint)
     cfg = Config()
     run = RunPaths.of_checkpoint(checkpoint)
-    if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm)
-        cfg = read_run_config(run)
-    mcts = cfg.playing(search).play_mcts()  # --search: same is mcts.algorithm, as in azhpc evaluate
+    if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm and
+        cfg = read_run_config(run)  # eval.policy_temperature)
+    mcts = cfg.playing(search, policy_temperature).play_mcts()  # --search: same is mcts.algorithm, as in azhpc evaluate
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
     UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)

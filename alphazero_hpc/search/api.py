@@ -95,7 +95,8 @@ class TreeSearch:
         self.cfg = cfg
         self.history = history
         # lazy_rows (default mcts.lazy_rows): see Forest; 0 expands every node at once
-        self.forest = Forest(rules, history, cfg.lazy_rows if lazy_rows is None else lazy_rows, cfg.move_generator)
+        self.forest = Forest(rules, history, cfg.lazy_rows if lazy_rows is None else lazy_rows, cfg.move_generator,
+                             cfg.policy_temperature)
         self._search = BatchedSearch(self.forest, evaluator, cfg, history)
         self._roots: dict[Tree, int] = {}  # tree -> its root node
         self._gumbel: dict[Tree, GumbelRoot] = {}  # trees searching a move with Gumbel (start_gumbel)

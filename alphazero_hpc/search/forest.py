@@ -61,8 +61,10 @@ class Forest:
     history planes. Edges: prior, child node (-1 until visited) and the move (an int).
     """
 
-    def __init__(self, rules: Rules, history: int, lazy_rows: int = 0, move_generator: str = "compiled") -> None:
+    def __init__(self, rules: Rules, history: int, lazy_rows: int = 0, move_generator: str = "compiled",
+                 policy_temperature: float = 1.0) -> None:
         self.rules = rules
+        self.policy_temperature = policy_temperature  # priors = softmax(logits / T) (mcts.policy_temperature)
         # roots become compiled positions, or python-chess's behind the same interface (the reference)
         if move_generator == "compiled":
             require_compiled()
@@ -290,7 +292,8 @@ class Forest:
         self._free.extend(rows.tolist())
 
     def _expand_now(self, nodes: list[int], logits: np.ndarray) -> None:
-        """Edges for ``nodes``: their legal moves with priors = softmax of their ``logits`` rows."""
+        """Edges for ``nodes``: their legal moves with priors = softmax of their ``logits`` rows (divided by the
+        policy temperature)."""
         counts = np.empty(len(nodes), dtype=np.int64)
         flips = np.empty(len(nodes), dtype=np.int32)
         flat: list[int] = []
@@ -305,6 +308,8 @@ class Forest:
         rows = np.repeat(np.arange(len(nodes)), counts)
         idx = POLICY_INDEX[moves_a ^ flips[rows]]
         vals = logits[rows, idx].astype(np.float32)
+        if self.policy_temperature != 1.0:
+            vals /= np.float32(self.policy_temperature)
         seg = np.concatenate(([0], np.cumsum(counts)[:-1]))
         vals -= np.repeat(np.maximum.reduceat(vals, seg), counts)
         np.exp(vals, out=vals)
