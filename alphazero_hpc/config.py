@@ -329,7 +329,7 @@ class EvalConfig:
                                        # the search it learned with), puct or gumbel. A Gumbel-trained net can play
                                        # stronger under PUCT at hundreds of simulations (docs/evaluation.md)
     policy_temperature: float = 0.0  # the prior's temperature at play (matches, ratings, UCI); 0: mcts.policy_temperature.
-                                     # 1.5 made PUCT at 200-800 simulations stronger (docs/evaluation.md)
+                                     # 3 lifted PUCT 800 by +105 and +142 on the scale (docs/evaluation.md)
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
