@@ -88,8 +88,9 @@ class PlaySetup:
 
 def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
     """How a network searched in the match ``entry`` where that is not its run's own way to play (``cfg``, the
-    run's config: eval.algorithm at its play_simulations, its mate proof and leaf capture values): ``puct400``,
-    ``gumbel2,nomate``; "" for the run's own. Without ``cfg`` only another algorithm than the run's counts."""
+    run's config: eval.algorithm at its play_simulations, its mate proof, leaf capture values and prior temperature):
+    ``puct400``, ``gumbel2,nomate``, ``puct800,T=3``; "" for the run's own. Without ``cfg`` only another algorithm
+    than the run's and a prior temperature other than 1 count."""
     setup = PlaySetup.of_entry(entry)
     if cfg is None:
         tag = f"{setup.search}{setup.simulations}" if setup.search else ""
