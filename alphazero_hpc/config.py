@@ -24,6 +24,7 @@ import yaml
 from .errors import ConfigError
 
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,-]*$")
+POLICY_TEMPERATURES = (0.1, 10.0)  # the range of a prior's temperature (mcts, eval, --policy-temperature)
 
 
 def _check(cond: bool, key: str, msg: str) -> None:
@@ -140,7 +141,9 @@ class MCTSConfig:
         _check(0.0 < self.full_search_prob <= 1.0, "mcts.full_search_prob", "must be in (0, 1]")
         _check(self.c_init > 0 and self.c_base > 0, "mcts.c_init", "c_init and c_base must be > 0")
         _check(self.fpu_reduction >= 0 and self.fpu_reduction_root >= 0, "mcts.fpu_reduction", "must be >= 0")
-        _check(0.1 <= self.policy_temperature <= 10.0, "mcts.policy_temperature", "must be in 0.1..10 (1: the network's own priors)")
+        low, high = POLICY_TEMPERATURES
+        _check(low <= self.policy_temperature <= high, "mcts.policy_temperature",
+               f"must be in {low:g}..{high:g} (1: the network's own priors)")
         _check(self.dirichlet_alpha > 0, "mcts.dirichlet_alpha", "must be > 0")
         _check(0.0 <= self.dirichlet_epsilon <= 1.0, "mcts.dirichlet_epsilon", "must be in [0, 1]")
         _check(0.0 <= self.leaf_capture_value <= 4.0, "mcts.leaf_capture_value", "must be in [0, 4] (logit per pawn)")
@@ -342,8 +345,9 @@ class EvalConfig:
         _check_choices(self)
         _check(self.games >= 1, "eval.games", "must be >= 1")
         _check(self.simulations >= 0, "eval.simulations", "must be >= 0 (0: mcts.simulations)")
-        _check(self.policy_temperature == 0 or 0.1 <= self.policy_temperature <= 10.0, "eval.policy_temperature",
-               "must be 0 (mcts.policy_temperature) or in 0.1..10")
+        low, high = POLICY_TEMPERATURES
+        _check(self.policy_temperature == 0 or low <= self.policy_temperature <= high, "eval.policy_temperature",
+               f"must be 0 (mcts.policy_temperature) or in {low:g}..{high:g}")
         _check(self.max_plies >= 2, "eval.max_plies", "must be >= 2")
         _check(self.adjudicate_material >= 0, "eval.adjudicate_material", "must be >= 0 (0: no adjudication)")
         _check(self.parallel >= 1, "eval.parallel", "must be >= 1")

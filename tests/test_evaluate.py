@@ -14,7 +14,7 @@ from alphazero_hpc.net.checkpoint import save_checkpoint
 from alphazero_hpc.errors import AzhpcError, RunDirError
 from alphazero_hpc.game.rules import chess_ending
 from alphazero_hpc.evaluate.elo import MatchScore, elo_from_score, expected_score, fit_ratings
-from alphazero_hpc.evaluate.ledger import append_entry, read_ledger
+from alphazero_hpc.evaluate.ledger import PlaySetup, append_entry, read_ledger
 from alphazero_hpc.evaluate.match import book_openings, openings_from_spec, play_match
 from alphazero_hpc.evaluate.players import GreedyPlayer, RandomPlayer
 from alphazero_hpc.net.model import build_model
@@ -241,7 +241,7 @@ def test_eval_algorithm_is_the_search_a_network_plays_with(eval_run):
     assert cfg.mcts.algorithm == "puct" and cfg.eval.algorithm == "same" and cfg.play_search == ""
     for algorithm, search in (("same", ""), ("puct", ""), ("gumbel", "gumbel")):
         c = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=algorithm))
-        plan = MatchPlan("gen:1", "random", 2, 4, "book", 0, 24, search=c.play_search)
+        plan = MatchPlan("gen:1", "random", 2, PlaySetup(4, search=c.play_search), "book", 0, 24)
         player = make_player("gen:1", RunPaths(eval_run), c, plan, search_rules(24), "cpu")
         assert c.play_search == search and player.mcts.algorithm == (search or "puct") and c.mcts.algorithm == "puct"
         assert plan.key.endswith(f"|search={search}") == bool(search)
@@ -259,7 +259,7 @@ def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_
     the ledger entry and the player's tag, so games at two temperatures are never one player's."""
     import dataclasses
 
-    from alphazero_hpc.evaluate.ledger import PlaySetup, search_tag
+    from alphazero_hpc.evaluate.ledger import search_tag
     from alphazero_hpc.evaluate.runner import MatchPlan, make_player
     from alphazero_hpc.game.rules import search_rules
     from alphazero_hpc.store.runconfig import read_run_config
@@ -270,10 +270,15 @@ def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_
     assert warm.eval.policy_temperature == 1.5 and warm.mcts.policy_temperature == 1.0 and warm.eval.algorithm == "same"
     setup = PlaySetup.of_config(warm)
     assert setup.policy_temperature == 1.5 and setup != PlaySetup.of_config(cfg)
-    plan = MatchPlan("gen:1", "random", 2, 4, "book", 0, 24, policy_temperature=setup.policy_temperature)
+    plan = MatchPlan("gen:1", "random", 2, PlaySetup(4, policy_temperature=setup.policy_temperature), "book", 0, 24)
     player = make_player("gen:1", RunPaths(eval_run), warm, plan, search_rules(24), "cpu")
     assert player.mcts.policy_temperature == 1.5 and plan.key.endswith("|policy_temperature=1.5")
-    assert "policy_temperature" not in MatchPlan("gen:1", "random", 2, 4, "book", 0, 24).key
+    assert "policy_temperature" not in MatchPlan("gen:1", "random", 2, PlaySetup(4), "book", 0, 24).key
+    # the key names every field of the setup in the order that ledgers written before each field existed hold
+    full = MatchPlan("gen:1", "random", 2, PlaySetup(4, True, 0.5, "gumbel", 3.0), "book", 0, 24, 2)
+    assert full.key == ("gen:1|random|games=2|sims=4|openings=book|seed=0|max_plies=24|adjudicate_material=2"
+                        "|mate_in_one|leaf_capture=0.5|search=gumbel|policy_temperature=3")
+    assert PlaySetup.of_entry(full.setup.entry_fields() | {"simulations": 4}) == full.setup
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", "--games", "2",
                 "--simulations", "4", "--max-plies", "24", "--policy-temperature", "1.5")
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ from alphazero_hpc.config import Config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.evaluate.elo import MatchScore, expected_score, fit_ratings
 from alphazero_hpc.evaluate.engines import EnginePlayer, canonical_engine_name, parse_engine
-from alphazero_hpc.evaluate.ledger import read_ledger
+from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb,
                                           fit_scale, load_scale, render_table, write_fit)
@@ -251,7 +251,7 @@ def test_calibration_plan_pairs_each_rung_with_its_neighbours_cheapest_first():
 def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
     paths = RunPaths(tmp_path / "cal")
     clock = "stockfish:skill=0,tc=1+0.05"
-    plan = MatchPlan(clock, "fairy-stockfish:skill=-12,depth=1", 2, 0, "book:3", 0, 80)
+    plan = MatchPlan(clock, "fairy-stockfish:skill=-12,depth=1", 2, PlaySetup(0), "book:3", 0, 80)
     entry, played = play_recorded(paths, Config(), plan, "cpu")
     assert played and entry["games"] == 2 and entry["generation"] is None
     assert len(entry["load_average"]) == 2  # overruns are Stockfish's to avoid; counting them is tested below

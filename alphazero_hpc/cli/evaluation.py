@@ -7,8 +7,13 @@ from pathlib import Path
 
 import click
 
+from ..config import POLICY_TEMPERATURES
 from ..errors import AzhpcError
 from .app import main
+
+_policy_temperature = click.option(
+    "--policy-temperature", type=click.FloatRange(*POLICY_TEMPERATURES),
+    help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
 
 
 @main.command()
@@ -22,8 +27,7 @@ from .app import main
 @click.option("--openings", help="book (shipped balanced set) or random:K (K random plies) [eval.openings].")
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search in these games: same (mcts.algorithm), puct or gumbel [eval.algorithm].")
-@click.option("--policy-temperature", type=click.FloatRange(min=0.1, max=10.0),
-              help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
+@_policy_temperature
 @click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
 @click.option("--adjudicate-material", type=click.IntRange(min=0),
               help="Score a game drawn by repetition/fifty moves/max plies as a win for a side this much material ahead [eval.adjudicate_material].")
@@ -130,8 +134,7 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search: same (mcts.algorithm), puct or gumbel [eval.algorithm of its run].")
-@click.option("--policy-temperature", type=click.FloatRange(min=0.1, max=10.0),
-              help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
+@_policy_temperature
 def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None,
         policy_temperature: float | None) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""

@@ -85,6 +85,22 @@ class PlaySetup:
         return cls(simulations or cfg.play_simulations, cfg.mcts.mate_in_one, cfg.mcts.leaf_capture_value, cfg.play_search,
                    cfg.play_temperature)
 
+    def key_flags(self) -> str:
+        """The end of a match's ledger key that names this setup beyond its simulations: "" at the defaults, so the
+        keys of matches recorded before a field existed stay as they were."""
+        return (("|mate_in_one" if self.mate_in_one else "")
+                + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else "")
+                + (f"|search={self.search}" if self.search else "")
+                + (f"|policy_temperature={self.policy_temperature:g}" if self.policy_temperature != 1.0 else ""))
+
+    def entry_fields(self) -> dict[str, Any]:
+        """This setup's fields of a ledger entry beyond its simulations, each only where it is not the default
+        (``of_entry`` reads them back)."""
+        return {**({"mate_in_one": True} if self.mate_in_one else {}),
+                **({"leaf_capture_value": self.leaf_capture_value} if self.leaf_capture_value else {}),
+                **({"search": self.search} if self.search else {}),
+                **({"policy_temperature": self.policy_temperature} if self.policy_temperature != 1.0 else {})}
+
 
 def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
     """How a network searched in the match ``entry`` where that is not its run's own way to play (``cfg``, the

@@ -31,15 +31,11 @@ class MatchPlan:
     player: str  # canonical ladder name of the first player: gen:K, or an engine rung when engines meet
     opponent: str  # canonical ladder name: gen:K, random, greedy, stockfish:..., fairy-stockfish:...
     games: int
-    simulations: int  # of the network players (0 when none plays)
+    setup: PlaySetup  # how the network players search (simulations 0 when none plays)
     openings: str
     seed: int
     max_plies: int
     adjudicate_material: int = 0
-    mate_in_one: bool = False  # the network players' search proves mates in one (mcts.mate_in_one)
-    leaf_capture_value: float = 0.0  # their search's mcts.leaf_capture_value
-    search: str = ""  # their search's algorithm where eval.algorithm overrides the run's mcts.algorithm
-    policy_temperature: float = 1.0  # their prior's temperature (eval.policy_temperature, else mcts's)
 
     @property
     def generation(self) -> int | None:
@@ -48,13 +44,10 @@ class MatchPlan:
 
     @property
     def key(self) -> str:
-        return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.simulations}|openings={self.openings}"
+        return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.setup.simulations}|openings={self.openings}"
                 f"|seed={self.seed}|max_plies={self.max_plies}"
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
-                + ("|mate_in_one" if self.mate_in_one else "")
-                + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else "")
-                + (f"|search={self.search}" if self.search else "")
-                + (f"|policy_temperature={self.policy_temperature:g}" if self.policy_temperature != 1.0 else ""))
+                + self.setup.key_flags())
 
     @property
     def pgn_name(self) -> str:
@@ -65,7 +58,7 @@ class MatchPlan:
         # (same opponent and seed) would otherwise write the same PGN, the second over the first's games
         first = "" if self.generation is not None else slug(self.player) + "-"
         digest = hashlib.sha1(self.key.encode()).hexdigest()[:8]
-        return (first + "vs-" + slug(self.opponent) + f"-s{self.seed}" + (f"-{self.search}{self.simulations}" if self.search else "")
+        return (first + "vs-" + slug(self.opponent) + f"-s{self.seed}" + (f"-{self.setup.search}{self.setup.simulations}" if self.setup.search else "")
                 + f"-{digest}")
 
 
@@ -109,7 +102,7 @@ def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules:
     if name == "greedy":
         return GreedyPlayer(seed)
     if name.startswith("gen:"):
-        return _net_player(paths, cfg, int(name[4:]), plan.simulations, rules, device)
+        return _net_player(paths, cfg, int(name[4:]), plan.setup.simulations, rules, device)
     return EnginePlayer(parse_engine(name), engines)
 
 
@@ -120,10 +113,9 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
     """Play generation ``generation`` against ``opponent`` unless the ledger has that match; returns (its entry,
     whether it was played now)."""
     ev, setup = cfg.eval, PlaySetup.of_config(cfg, simulations)
-    plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games,
-                     setup.simulations, openings or ev.openings, seed, max_plies or ev.max_plies,
-                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material, setup.mate_in_one,
-                     setup.leaf_capture_value, setup.search, setup.policy_temperature)
+    plan = MatchPlan(f"gen:{generation}", canonical_opponent(opponent, generation), games or ev.games, setup,
+                     openings or ev.openings, seed, max_plies or ev.max_plies,
+                     ev.adjudicate_material if adjudicate_material is None else adjudicate_material)
     if plan.opponent == plan.player:
         raise AzhpcError(f"generation {generation} cannot play itself: choose another opponent")
     return play_recorded(RunPaths(run_dir), cfg, plan, device, {"stockfish": stockfish, "fairy-stockfish": fairy_stockfish},
@@ -138,7 +130,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
     done = find_entry(paths, plan.key)
     if done is not None:
         return done, False
-    rules = search_rules(plan.max_plies + 2, plan.mate_in_one)
+    rules = search_rules(plan.max_plies + 2, plan.setup.mate_in_one)
     book = openings_from_spec(plan.openings, plan.games, plan.seed)
     player = make_player(plan.player, paths, cfg, plan, rules, device, engines)
     try:
@@ -171,13 +163,10 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
     overruns = sum(getattr(p, "overruns", 0) for p in (player, rival))
     entry: LedgerEntry = {  # type: ignore[typeddict-item]  # score.summary()'s keys are LedgerEntry's
         "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": plan.generation,
-        "simulations": plan.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
+        "simulations": plan.setup.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
         "adjudicate_material": plan.adjudicate_material,
         **({"rules_only": rules_only} if plan.adjudicate_material else {}),
-        **({"mate_in_one": True} if plan.mate_in_one else {}),
-        **({"leaf_capture_value": plan.leaf_capture_value} if plan.leaf_capture_value else {}),
-        **({"search": plan.search} if plan.search else {}),
-        **({"policy_temperature": plan.policy_temperature} if plan.policy_temperature != 1.0 else {}),
+        **plan.setup.entry_fields(),
         **score.summary(),
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),

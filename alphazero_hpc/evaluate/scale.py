@@ -106,7 +106,7 @@ def calibration_plans(spec: CalibrationSpec) -> list[MatchPlan]:
             total = (spec.timed_games if rung_timed(lo) or rung_timed(hi) else spec.games) // gap
             block = spec.timed_block if rung_clocked(lo) or rung_clocked(hi) else spec.block
             for b in range(max(1, math.ceil(total / block))):
-                plans.append(MatchPlan(hi, lo, block, 0, f"book:{(b * block // 2) % book}", b, MAX_PLIES))
+                plans.append(MatchPlan(hi, lo, block, PlaySetup(0), f"book:{(b * block // 2) % book}", b, MAX_PLIES))
 
     def cost(p: MatchPlan) -> tuple[bool, bool, int]:
         pair = (p.player, p.opponent)
@@ -472,7 +472,6 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     rungs = load_scale(table)
     player = f"gen:{generation}"
     setup = PlaySetup.of_config(cfg, simulations)
-    sims = setup.simulations
     book = len(book_openings())
     names = {r.name for r in rungs}
     played: list[Played] = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"]), int(e["seed"]))
@@ -480,8 +479,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
                             and not e.get("adjudicate_material", 0) and PlaySetup.of_entry(e) == setup]
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
-        plan = MatchPlan(player, rung.name, games, sims, f"book:{first_opening % book}", seed, MAX_PLIES, 0, setup.mate_in_one,
-                         setup.leaf_capture_value, setup.search, setup.policy_temperature)
+        plan = MatchPlan(player, rung.name, games, setup, f"book:{first_opening % book}", seed, MAX_PLIES)
         label = f"  vs {rung.name} #{seed}: " if per_game else None
         if pool:
             entry = pool.play(paths, cfg, plan, device, engines, progress=label)
@@ -492,7 +490,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
 
     search = cfg.play_mcts().algorithm
     warm = f", prior temperature {setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else ""
-    echo(f"rating {player} ({sims} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}{warm}) on the {SCALE_NAME}: {len(rungs)} rungs, "
+    echo(f"rating {player} ({setup.simulations} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}{warm}) on the {SCALE_NAME}: {len(rungs)} rungs, "
          f"{sum(p[1].games for p in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
     pool = RecordingPool(jobs) if jobs > 1 else None
     try:
