@@ -25,7 +25,7 @@ LEDGER_SCHEMA = 1
 
 
 class LedgerEntry(TypedDict, total=False):
-    """One finished match, a line of the ledger (``evaluate.runner.play_plan`` writes it; keys marked optional are
+    """One finished match, a line of the ledger (``evaluate.runner.play_recorded`` writes it; keys marked optional are
     present only when they apply). Elo figures are the first player's, null when unbounded (the score says which way)."""
 
     schema: int  # LEDGER_SCHEMA
@@ -66,7 +66,9 @@ class LedgerEntry(TypedDict, total=False):
 @dataclass(frozen=True)
 class PlaySetup:
     """How the network players of a match searched (simulations, the mate proof, leaf capture values, eval.algorithm
-    where it is not the run's): what makes ``gen:K`` in two ledger entries the same player."""
+    where it is not the run's, the prior's temperature): what makes ``gen:K`` in two ledger entries the same player.
+    A match's plan holds one (``runner.MatchPlan``), and its key and ledger entry name it (``key_flags``,
+    ``entry_fields``)."""
     simulations: int
     mate_in_one: bool = False
     leaf_capture_value: float = 0.0
