@@ -333,6 +333,8 @@ class EvalConfig:
                                        # stronger under PUCT at hundreds of simulations (docs/evaluation.md)
     policy_temperature: float = 0.0  # the prior's temperature at play (matches, ratings, UCI); 0: mcts.policy_temperature.
                                      # 3 lifted PUCT 800 by +105 and +142 on the scale (docs/evaluation.md)
+    tree_reuse: bool = False  # at play (matches, ratings, UCI) keep each game's tree between its moves: a move adds
+                              # its simulations to the visits its position's subtree already had (docs/evaluation.md)
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs
@@ -439,14 +441,18 @@ class Config:
         """The prior's temperature a network of this run plays with: eval.policy_temperature, else mcts's."""
         return self.eval.policy_temperature or self.mcts.policy_temperature
 
-    def playing(self, algorithm: str | None, policy_temperature: float | None = None) -> Config:
-        """This config with eval.algorithm set to ``algorithm`` (a --search option) and eval.policy_temperature to
-        ``policy_temperature`` (--policy-temperature); None keeps each."""
+    def playing(self, algorithm: str | None, policy_temperature: float | None = None,
+                tree_reuse: bool | None = None) -> Config:
+        """This config with eval.algorithm set to ``algorithm`` (a --search option), eval.policy_temperature to
+        ``policy_temperature`` (--policy-temperature) and eval.tree_reuse to ``tree_reuse`` (--tree-reuse); None
+        keeps each."""
         ev = self.eval
         if algorithm is not None:
             ev = dataclasses.replace(ev, algorithm=algorithm)
         if policy_temperature is not None:
             ev = dataclasses.replace(ev, policy_temperature=policy_temperature)
+        if tree_reuse is not None:
+            ev = dataclasses.replace(ev, tree_reuse=tree_reuse)
         return dataclasses.replace(self, eval=ev)
 
     def play_mcts(self) -> MCTSConfig:

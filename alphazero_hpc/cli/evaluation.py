@@ -14,6 +14,10 @@ from .app import main
 _policy_temperature = click.option(
     "--policy-temperature", type=click.FloatRange(*POLICY_TEMPERATURES),
     help="The network's priors = softmax(logits / T) at play [eval.policy_temperature, else mcts.policy_temperature].")
+_tree_reuse = click.option(
+    "--tree-reuse/--no-tree-reuse", default=None,
+    help="Keep each game's tree between the network's moves: a move adds its simulations to the visits its "
+         "position already had [eval.tree_reuse].")
 
 
 @main.command()
@@ -28,6 +32,7 @@ _policy_temperature = click.option(
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search in these games: same (mcts.algorithm), puct or gumbel [eval.algorithm].")
 @_policy_temperature
+@_tree_reuse
 @click.option("--max-plies", type=click.IntRange(min=2), help="Plies after which a game is a draw [eval.max_plies].")
 @click.option("--adjudicate-material", type=click.IntRange(min=0),
               help="Score a game drawn by repetition/fifty moves/max plies as a win for a side this much material ahead [eval.adjudicate_material].")
@@ -47,7 +52,7 @@ _policy_temperature = click.option(
               help="With --scale: a scale table of azhpc ladder fit (default: the one shipped with azhpc).")
 @click.option("--quiet", is_flag=True, help="Only the result lines, not one line per game.")
 def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: int | None, simulations: int | None,
-             openings: str | None, search: str | None, policy_temperature: float | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
+             openings: str | None, search: str | None, policy_temperature: float | None, tree_reuse: bool | None, max_plies: int | None, adjudicate_material: int | None, seed: int, device: str,
              stockfish_path: str | None, fairy_path: str | None, scale: bool, target: float, max_games: int,
              jobs: int, scale_table: Path | None, quiet: bool) -> None:
     """Play generation G's network against opponents; W/D/L, Elo with a 95% interval and LOS.
@@ -64,7 +69,7 @@ def evaluate(run_dir: Path, generation: int, opponents: tuple[str, ...], games: 
 
     if jobs > 1 and not scale:
         raise click.UsageError("--jobs plays the blocks of a --scale rating at once: add --scale, or leave --jobs out")
-    cfg = read_run_config(RunPaths(run_dir)).playing(search, policy_temperature)
+    cfg = read_run_config(RunPaths(run_dir)).playing(search, policy_temperature, tree_reuse)
     if scale:
         from ..evaluate.scale import ANCHOR_NOTE, rate_on_scale
 
@@ -135,12 +140,14 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search: same (mcts.algorithm), puct or gumbel [eval.algorithm of its run].")
 @_policy_temperature
+@_tree_reuse
 def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None,
-        policy_temperature: float | None) -> None:
+        policy_temperature: float | None, tree_reuse: bool | None) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
     from ..evaluate.uci import run_uci
 
-    run_uci(checkpoint, simulations, movetime_ms, device, search=search, policy_temperature=policy_temperature)
+    run_uci(checkpoint, simulations, movetime_ms, device, search=search, policy_temperature=policy_temperature,
+            tree_reuse=tree_reuse)
 
 
 @main.command()

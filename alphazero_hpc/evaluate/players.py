@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import MCTSConfig
 from ..game.rules import Rules, material_balance
-from ..search.api import TreeSearch
+from ..search.api import Tree, TreeSearch
 from ..search.evaluator import Evaluator
 
 
@@ -69,21 +69,82 @@ class GreedyPlayer(RandomPlayer):
         return out
 
 
-class NetPlayer:
-    """The network with the search and no exploration noise: plays the most visited move."""
+class KeptTrees:
+    """The trees of games in play, kept between a player's moves (``mcts.tree_reuse`` at play): after its move a
+    game's tree is advanced and kept under the game's start and moves; at its next turn the tree is found by the
+    position's moves but the last (the opponent's reply), advanced by that reply, and searched on with the visits
+    its subtree already has. A game not seen at a turn has ended: its tree is released. (The search's
+    ``mcts.tree_reuse`` must be on: ``advance`` keeps the subtree only then.)"""
 
-    def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, simulations: int, rules: Rules, name: str) -> None:
+    def __init__(self, search: TreeSearch) -> None:
+        self.search = search
+        self._kept: dict[tuple, list[Tree]] = {}
+
+    @staticmethod
+    def _key(board: chess.Board, extra: Sequence[chess.Move] = ()) -> tuple:
+        return (board.root().fen(), *board.move_stack, *extra)
+
+    def trees(self, boards: Sequence[chess.Board]) -> list[Tree]:
+        """A tree for each board: its kept one advanced by the last move where there is one, else a new one."""
+        old, self._kept = self._kept, {}
+        out = []
+        for b in boards:
+            kept = old.get(self._key(b)[:-1]) if b.move_stack else None
+            tree = kept.pop() if kept else None
+            if tree is not None and not (self.search.advance_move(tree, b.move_stack[-1])
+                                         and self.search.terminal_value(tree) is None):
+                self.search.release(tree)  # not in the tree, or a node the tree ended (a repetition): a new root
+                tree = None
+            out.append(self.search.open(b) if tree is None else tree)
+        for trees in old.values():
+            for tree in trees:
+                self.search.release(tree)
+        self.search.compact()
+        return out
+
+    def keep(self, tree: Tree, board: chess.Board, k: int, move: chess.Move) -> None:
+        """``board``'s player makes the root's ``k``-th move, ``move``: keep the tree for the game's next turn."""
+        self.search.advance(tree, k)
+        self._kept.setdefault(self._key(board, (move,)), []).append(tree)
+
+    def clear(self) -> None:
+        for trees in self._kept.values():
+            for tree in trees:
+                self.search.release(tree)
+        self._kept = {}
+        self.search.compact(force=True)
+
+
+class NetPlayer:
+    """The network with the search and no exploration noise: plays the most visited move. With ``tree_reuse``
+    (eval.tree_reuse) each game's tree is kept between its moves (``KeptTrees``): a move adds ``simulations`` to
+    the visits the subtree of the position already had."""
+
+    def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, simulations: int, rules: Rules, name: str,
+                 tree_reuse: bool = False) -> None:
         self.name = name
         self.evaluator = evaluator
-        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)
+        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0, tree_reuse=tree_reuse)
         self.simulations = simulations
         self.rules = rules
+        self._kept: KeptTrees | None = None
+
+    def _search(self) -> TreeSearch:
+        return TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
 
     def choose(self, boards: Sequence[chess.Board]) -> list[chess.Move | None]:
         if not boards:
             return []
-        search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
-        return [r.best_move for r in search.search(boards, self.simulations, pv_length=0)]
+        if not self.mcts.tree_reuse:
+            return [r.best_move for r in self._search().search(boards, self.simulations, pv_length=0)]
+        if self._kept is None:
+            self._kept = KeptTrees(self._search())
+        trees = self._kept.trees(boards)
+        results = self._kept.search.search_trees(trees, self.simulations, pv_length=0)
+        for tree, board, r in zip(trees, boards, results):
+            self._kept.keep(tree, board, r.best, r.best_move)
+        return [r.best_move for r in results]
 
     def close(self) -> None:
-        pass
+        if self._kept is not None:
+            self._kept.clear()

@@ -79,7 +79,7 @@ def canonical_opponent(spec: str, generation: int) -> str:
                      "stockfish[:skill=S][,elo=E][,nodes=N|depth=D|movetime=MS|tc=BASE+INC] or fairy-stockfish[:...]")
 
 
-def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int, rules: Rules, device: str) -> NetPlayer:
+def _net_player(paths: RunPaths, cfg: Config, generation: int, setup: PlaySetup, rules: Rules, device: str) -> NetPlayer:
     from ..net.checkpoint import load_model
     from ..net.inference import TorchEvaluator, pick_device
 
@@ -90,7 +90,7 @@ def _net_player(paths: RunPaths, cfg: Config, generation: int, simulations: int,
     model, _ = load_model(path, expect=cfg.model)
     evaluator = TorchEvaluator(model, pick_device(device), cfg.mcts.precision, cfg.mcts.channels_last)
     evaluator.tune_threads()  # a rating beside other work on a small machine: one thread may be the faster
-    return NetPlayer(evaluator, cfg.play_mcts(), simulations, rules, f"gen:{generation}")
+    return NetPlayer(evaluator, cfg.play_mcts(), setup.simulations, rules, f"gen:{generation}", setup.tree_reuse)
 
 
 def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules: Rules, device: str,
@@ -102,7 +102,7 @@ def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules:
     if name == "greedy":
         return GreedyPlayer(seed)
     if name.startswith("gen:"):
-        return _net_player(paths, cfg, int(name[4:]), plan.setup.simulations, rules, device)
+        return _net_player(paths, cfg, int(name[4:]), plan.setup, rules, device)
     return EnginePlayer(parse_engine(name), engines)
 
 

@@ -1,9 +1,11 @@
 """``azhpc uci``: the trained network as a UCI engine, so any chess GUI or match runner can play it.
 
-Understood: uci, debug, isready, setoption (Simulations, MoveTime), ucinewgame, position startpos|fen ...
+Understood: uci, debug, isready, setoption (Simulations, MoveTime, MaxNodes, TreeReuse), ucinewgame, position startpos|fen ...
 [moves ...], go [nodes N] [movetime MS] [wtime/btime/winc/binc/movestogo] [infinite], stop, quit.
 The search runs on its own thread; this thread keeps reading, so ``isready`` and ``stop`` are answered
-while it searches. "nodes" counts simulations.
+while it searches. "nodes" counts simulations. With TreeReuse (``azhpc uci --tree-reuse``, eval.tree_reuse) the
+tree of the last search is kept and found again when the next position is the one after the engine's move and one
+reply: a "go nodes N" then adds N simulations to the visits that position already had.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..config import Config, MCTSConfig
 from ..game.rules import Rules, search_rules
 from ..search.api import TreeSearch
 from ..search.evaluator import Evaluator
+from .players import KeptTrees
 
 NAME = "azhpc"
 # A search stops growing its tree here (each node holds a compiled position, its moves and statistics), so that
@@ -50,10 +53,12 @@ def score_cp(q: float) -> int:
 
 class UciEngine:
     def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, rules: Rules, simulations: int, movetime_ms: int | None,
-                 out: IO[str], name: str) -> None:
+                 out: IO[str], name: str, tree_reuse: bool = False) -> None:
         self.evaluator, self.rules = evaluator, rules
         self.max_nodes = MAX_NODES
-        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)  # no exploration noise when playing
+        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0, tree_reuse=True)  # no exploration noise at play
+        self._kept: KeptTrees | None = None  # the kept tree, with TreeReuse
+        self.tree_reuse = tree_reuse
         self.simulations = simulations
         self.movetime_ms = movetime_ms
         self.out = out
@@ -86,12 +91,15 @@ class UciEngine:
             self.send(f"option name Simulations type spin default {self.simulations} min 1 max 1000000")
             self.send(f"option name MoveTime type spin default {self.movetime_ms or 0} min 0 max 3600000")
             self.send(f"option name MaxNodes type spin default {self.max_nodes} min 1000 max 100000000")
+            self.send(f"option name TreeReuse type check default {'true' if self.tree_reuse else 'false'}")
             self.send("uciok")
         elif cmd == "isready":
             self.send("readyok")
         elif cmd == "ucinewgame":
             self._finish_search()
             self.board = chess.Board()
+            if self._kept is not None:
+                self._kept.clear()
         elif cmd == "position":
             self._finish_search()
             self._position(rest)
@@ -140,6 +148,9 @@ class UciEngine:
             if value.isdigit() and name == "maxnodes" and int(value) >= 1000:
                 self.max_nodes = int(value)
                 return
+            if value.lower() in ("true", "false") and name == "treereuse":
+                self.tree_reuse = value.lower() == "true"
+                return
         self.send(f"info string error: setoption {rest!r} not understood")
 
     def _go(self, words: list[str]) -> None:
@@ -170,9 +181,17 @@ class UciEngine:
         t0 = time.monotonic()
         stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
         try:
-            search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
-            result = search.search([board], sims, stop=stop, budget=min(sims, self.simulations),
-                                   max_nodes=self.max_nodes)[0]
+            if not self.tree_reuse:
+                self._kept = None
+            elif self._kept is None:
+                self._kept = KeptTrees(TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history))
+            search = self._kept.search if self._kept else TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+            trees = self._kept.trees([board]) if self._kept else [search.open(board)]
+            before = search.root_visits(trees[0])  # visits the kept tree brought
+            result = search.search_trees(trees, sims, stop=stop, budget=min(sims, self.simulations),
+                                         max_nodes=self.max_nodes)[0]
+            if self._kept:
+                self._kept.keep(trees[0], board, result.best, result.best_move)
             if not math.isfinite(result.value):
                 self.send("info string error: the network's values are not finite (NaN weights?); playing its first "
                           "legal move: check the checkpoint")
@@ -181,7 +200,7 @@ class UciEngine:
             if self._infinite:  # the tree reached MaxNodes: UCI wants bestmove only after "stop"
                 self._stop.wait()
             ms = int(1000 * (time.monotonic() - t0))
-            nps = int(result.root_visits / max(ms, 1) * 1000)
+            nps = int((result.root_visits - before) / max(ms, 1) * 1000)
             self.send(f"info depth {len(result.pv)} nodes {result.root_visits} time {ms} nps {nps} score cp "
                       f"{score_cp(result.value)} pv {' '.join(m.uci() for m in result.pv)}")
             self.send(f"bestmove {result.best_move.uci()}")
@@ -200,7 +219,7 @@ class UciEngine:
 
 def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
             stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str | None = None,
-            policy_temperature: float | None = None) -> None:
+            policy_temperature: float | None = None, tree_reuse: bool | None = None) -> None:
     from ..net.checkpoint import load_model
     from ..net.inference import TorchEvaluator, pick_device
     from ..store.paths import RunPaths
@@ -211,7 +230,9 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     run = RunPaths.of_checkpoint(checkpoint)
     if run is not None:  # a network of a run folder searches with that run's settings (mcts, eval.algorithm and
         cfg = read_run_config(run)  # eval.policy_temperature)
-    mcts = cfg.playing(search, policy_temperature).play_mcts()  # --search: same is mcts.algorithm, as in azhpc evaluate
+    cfg = cfg.playing(search, policy_temperature, tree_reuse)  # --search: same is mcts.algorithm, as in azhpc evaluate
+    mcts = cfg.play_mcts()
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
-    UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name).run(stdin)
+    UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name,
+              cfg.eval.tree_reuse).run(stdin)

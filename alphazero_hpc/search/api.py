@@ -11,6 +11,7 @@ files. Self-play, evaluation matches and the UCI engine all drive it through ``T
     search.finish(pending, *search.evaluate(pending.planes)[:2])   # (or hand the planes to a server)
     result = search.result(tree)                             # visits, policy target, value
     search.advance(tree, result.best)                        # play a move, keep the subtree
+    search.advance_move(tree, reply)                         # (at play: the opponent's reply, if the tree has it)
     search.release(tree)                                     # the game ended
 
 Trees are ints that stay valid across ``compact``; node ids stay inside the search. All trees of one
@@ -140,6 +141,17 @@ class TreeSearch:
             self._roots[tree] = f.new_node(f.pos[root].push(f.child_move(root, k)), f.chain[root])
         f.reopen(self._roots[tree])
 
+    def advance_move(self, tree: Tree, move: chess.Move) -> bool:
+        """``advance`` by ``move``, found among the root's moves; False, the tree unchanged, where the root has not
+        been expanded or has no such move (the caller opens a new tree)."""
+        if self.num_moves(tree) is None:
+            return False
+        moves = self.forest.children(self._roots[tree])[2]
+        if move not in moves:
+            return False
+        self.advance(tree, moves.index(move))
+        return True
+
     def root_visits(self, tree: Tree) -> int:
         return int(self.forest.node_n()[self._roots[tree]])
 
@@ -259,22 +271,33 @@ class TreeSearch:
         halving plans for (default ``simulations``; a search stopped by the clock plans for this many). The search
         also ends once the forest holds ``max_nodes`` nodes (a bound on memory)."""
         trees = [self.open(b) for b in boards]
+        results = self.search_trees(trees, simulations, stop, pv_length, budget, max_nodes)
+        for t in trees:
+            self.release(t)
+        return results
+
+    def search_trees(self, trees: Sequence[Tree], simulations: int, stop: Callable[[int], bool] | None = None,
+                     pv_length: int = 10, budget: int | None = None, max_nodes: int | None = None) -> list[SearchResult]:
+        """``search`` on open trees, which stay open. A tree kept from an earlier move (``advance``) keeps the
+        visits it has and gets ``simulations`` + 1 more (a new root's first step is its expansion, a kept one's is a
+        simulation)."""
+        gumbel = self.cfg.algorithm == "gumbel"
+        for t in trees:  # a kept root is expanded: its Gumbel search starts before its first simulation
+            if gumbel and self.num_moves(t):
+                self.start_gumbel(t, np.zeros(self.num_moves(t) or 0), budget or simulations)
         done = 0
         while True:
-            self.step(trees)  # the first step expands the roots; each later one is one simulation per root
-            if done == 0 and self.cfg.algorithm == "gumbel":
+            self.step(trees)  # the first step expands the new roots; each later one is one simulation per root
+            if done == 0 and gumbel:
                 for t in trees:  # no noise: evaluation and UCI play the best move they find
-                    if self.num_moves(t):
+                    if self.num_moves(t) and not self.gumbel_started(t):
                         self.start_gumbel(t, np.zeros(self.num_moves(t) or 0), budget or simulations)
             if done >= simulations or (stop is not None and stop(done)):
                 break
             if max_nodes is not None and self.num_nodes >= max_nodes:
                 break
             done += 1
-        results = [self.result(t, pv_length) for t in trees]
-        for t in trees:
-            self.release(t)
-        return results
+        return [self.result(t, pv_length) for t in trees]
 
     # -- memory ------------------------------------------------------------------------------------------
     def compact(self, force: bool = False) -> bool:
