@@ -292,6 +292,73 @@ def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_
         dataclasses.replace(cfg.mcts, policy_temperature=0.0)
 
 
+def test_kept_trees_carry_a_games_visits_to_its_next_turn_and_start_afresh_where_the_tree_ended():
+    """KeptTrees: after a move and the reply, the game's tree is found again, advanced by the reply and searched on
+    with the visits the reply's subtree had; a reply the tree ended (a repetition, a draw inside the tree but not
+    in the game) gets a new root that the search expands and plays a legal move from; a game not seen is released."""
+    from alphazero_hpc.config import MCTSConfig
+    from alphazero_hpc.evaluate.players import KeptTrees
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.search.api import TreeSearch
+    from alphazero_hpc.search.fakes import MaterialEvaluator
+
+    search = TreeSearch(MaterialEvaluator(2), MCTSConfig(), search_rules(400), 2)
+    kept = KeptTrees(search)
+    board = chess.Board()
+    (tree,) = kept.trees([board])
+    (result,) = search.search_trees([tree], 200, pv_length=2)
+    kept.keep(tree, board, result.best, result.best_move)
+    board.push(result.pv[0])
+    visits = search.root_visits(tree)  # the kept tree's root: the position after the move
+    board.push(result.pv[1])  # the reply the search expected
+    assert kept.trees([board]) == [tree] and search.root_visits(tree) > 1 and search.root_visits(tree) < visits
+    carried = search.root_visits(tree)
+    (again,) = search.search_trees([tree], 20)
+    assert again.root_visits == carried + 21
+    # Nf3 Nf6, Ng1 kept, then the reply Ng8: the start position again, a draw inside the tree (it repeats), not in
+    # the game
+    board = chess.Board()
+    for san in ("Nf3", "Nf6"):
+        board.push_san(san)
+    search = TreeSearch(MaterialEvaluator(2), MCTSConfig(), search_rules(400), 2)
+    kept = KeptTrees(search)
+    (tree,) = kept.trees([board])
+    (result,) = search.search_trees([tree], 2000)
+    back = result.moves.index(board.parse_san("Ng1"))
+    kept.keep(tree, board, back, result.moves[back])
+    board.push_san("Ng1")
+    after = search.result(tree)  # the kept tree's root: the position after Ng1, where the search visited Ng8
+    assert after.visits[after.moves.index(board.parse_san("Ng8"))] > 0
+    board.push_san("Ng8")
+    (fresh,) = kept.trees([board])
+    assert fresh != tree and search.terminal_value(fresh) is None
+    (r,) = search.search_trees([fresh], 20)
+    assert r.best_move in board.legal_moves and r.root_visits == 21
+    kept.keep(fresh, board, r.best, r.best_move)
+    assert kept.trees([]) == []  # the game ended: its tree is released
+    search.compact(force=True)
+    assert search.num_nodes == 0
+
+
+def test_a_network_with_tree_reuse_plays_legal_games_and_names_it_in_the_key(eval_run):
+    """eval.tree_reuse (evaluate --tree-reuse) keeps the trees of a match's games; the ledger key, entry and tag say
+    so, so games with and without it are never one player's."""
+    from alphazero_hpc.evaluate.ledger import search_tag
+    from alphazero_hpc.store.runconfig import read_run_config
+
+    cfg = read_run_config(RunPaths(eval_run))
+    assert not cfg.eval.tree_reuse and not PlaySetup.of_config(cfg).tree_reuse
+    setup = PlaySetup.of_config(cfg.playing(None, None, True), 4)
+    assert setup.tree_reuse and setup.key_flags() == "|tree_reuse"
+    assert PlaySetup.of_entry(setup.entry_fields() | {"simulations": 4}) == setup
+    r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "random", "--games", "4",
+                "--simulations", "8", "--max-plies", "40", "--tree-reuse")
+    assert r.returncode == 0, r.stderr
+    (entry,) = read_ledger(RunPaths(eval_run))
+    assert entry["tree_reuse"] is True and entry["key"].endswith("|tree_reuse") and entry["games"] == 4
+    assert search_tag(entry, cfg) == "puct8,reuse" and search_tag(entry) == "reuse"
+
+
 # -- Stockfish -------------------------------------------------------------------------------------------
 def test_stockfish_opponent(eval_run, stockfish):
     r = run_cli("evaluate", str(eval_run), "--generation", "1", "--opponent", "stockfish:nodes=200,skill=0",

@@ -194,3 +194,38 @@ def test_uci_plays_with_the_runs_eval_algorithm_unless_search_says_otherwise(tmp
     monkeypatch.setattr(uci, "UciEngine", Recorder)
     uci.run_uci(paths.model(1), 8, None, "cpu", io.StringIO("quit\n"), io.StringIO(), search=flag)
     assert seen == [expected]
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_tree_reuse_searches_on_from_the_visits_the_last_search_left(algorithm):
+    """With TreeReuse the position after the engine's move and a reply starts from the visits that reply's subtree
+    had; without it, from none. A position that does not follow the last one starts afresh."""
+    import dataclasses
+    import io
+
+    from alphazero_hpc.config import MCTSConfig
+    from alphazero_hpc.evaluate.uci import UciEngine
+    from alphazero_hpc.game.rules import search_rules
+    from alphazero_hpc.search.fakes import MaterialEvaluator
+
+    def nodes(out: io.StringIO) -> int:
+        return int(out.getvalue().split(" nodes ")[-1].split()[0])
+
+    for reuse in (True, False):
+        out = io.StringIO()
+        eng = UciEngine(MaterialEvaluator(2), dataclasses.replace(MCTSConfig(), algorithm=algorithm), search_rules(10**6),
+                        8, None, out, "reuse", tree_reuse=reuse)
+        eng.handle("position startpos")
+        eng.handle("go nodes 400")
+        eng._finish_search()
+        pv = out.getvalue().split(" pv ")[-1].split()
+        eng.handle(f"position startpos moves {pv[0]} {pv[1]}")  # the reply the search expected: it has visits
+        eng.handle("go nodes 50")
+        eng._finish_search()
+        assert (nodes(out) > 51) == reuse, out.getvalue()
+        eng.handle("position startpos moves e2e4 e7e5 g1f3")  # not after the last position: a new tree
+        eng.handle("go nodes 50")
+        eng._finish_search()
+        assert nodes(out) == 51
+    eng.handle("setoption name TreeReuse value true")
+    assert eng.tree_reuse

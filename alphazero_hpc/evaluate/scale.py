@@ -489,7 +489,8 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
         return MatchScore(entry["wins"], entry["draws"], entry["losses"])
 
     search = cfg.play_mcts().algorithm
-    warm = f", prior temperature {setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else ""
+    warm = ((f", prior temperature {setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else "")
+            + (", tree reuse" if setup.tree_reuse else ""))
     echo(f"rating {player} ({setup.simulations} simulations per move, {search.upper() if search == 'puct' else 'Gumbel'}{warm}) on the {SCALE_NAME}: {len(rungs)} rungs, "
          f"{sum(p[1].games for p in played)} games already in the ledger" + (f"; {jobs} blocks at once" if jobs > 1 else ""))
     pool = RecordingPool(jobs) if jobs > 1 else None
