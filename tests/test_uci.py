@@ -229,3 +229,22 @@ def test_tree_reuse_searches_on_from_the_visits_the_last_search_left(algorithm):
         assert nodes(out) == 51
     eng.handle("setoption name TreeReuse value true")
     assert eng.tree_reuse
+
+
+def test_tree_reuse_keeps_max_nodes_for_the_kept_tree_not_the_dead_one():
+    """MaxNodes bounds the forest: with TreeReuse the nodes the last search left outside the kept subtree go before
+    the next search, which gets its simulations up to the bound instead of stopping at once."""
+    from alphazero_hpc.search.fakes import UniformEvaluator
+
+    eng, out = _engine(UniformEvaluator(2), tree_reuse=True)
+    eng.handle("setoption name MaxNodes value 1000")
+    eng.handle("position startpos")
+    eng.handle("go nodes 5000")
+    eng._finish_search()
+    first = int(out.getvalue().split(" nodes ")[-1].split()[0])
+    pv = out.getvalue().split(" pv ")[-1].split()
+    eng.handle(f"position startpos moves {pv[0]} {pv[1]}")
+    eng.handle("go nodes 5000")
+    eng._finish_search()
+    second = int(out.getvalue().split(" nodes ")[-1].split()[0])
+    assert 900 <= first <= 1001 and second >= 500, out.getvalue()  # (a stuck search: the kept visits + 1)

@@ -62,7 +62,8 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
 def player_label(name: str, entry: LedgerEntry, cfg: Config | None = None) -> str:
     """A network playing with another search than its run's own (``cfg``: eval.algorithm at eval.simulations) is
     another player in the ladder: ``gen:94@puct400``, ``gen:94@gumbel400``; engines, random and greedy keep their
-    names. Without ``cfg`` only another algorithm and a prior temperature other than 1 count (ledger.search_tag)."""
+    names. Without ``cfg`` only another algorithm, a prior temperature other than 1 and tree reuse count
+    (ledger.search_tag)."""
     tag = search_tag(entry, cfg)
     return f"{name}@{tag}" if tag and name.startswith("gen:") else name
 

@@ -189,6 +189,8 @@ def describe(entry: LedgerEntry) -> str:
             f"({entry['games']} games, score {s:.3f}), Elo {format_elo(entry['elo'], s)} [95% {lo}, {hi}], "
             f"LOS {100 * entry['los']:.1f}%, {entry['simulations']} sims/move"
             + (f" ({entry['search'].upper()})" if entry.get("search") else "")
+            + (f", prior temperature {entry['policy_temperature']:g}" if entry.get("policy_temperature", 1.0) != 1.0 else "")
+            + (", tree reuse" if entry.get("tree_reuse") else "")
             + (f", draws by rule with >= {entry['adjudicate_material']} material ahead scored as wins"
                if entry.get("adjudicate_material") else ""))
 

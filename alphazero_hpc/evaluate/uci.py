@@ -187,6 +187,12 @@ class UciEngine:
                 self._kept = KeptTrees(TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history))
             search = self._kept.search if self._kept else TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
             trees = self._kept.trees([board]) if self._kept else [search.open(board)]
+            if self._kept:  # MaxNodes bounds the forest: only the kept tree's nodes may count
+                search.compact(force=True)
+                if search.num_nodes >= self.max_nodes:  # the kept subtree alone fills it: a new tree
+                    search.release(trees[0])
+                    trees = [search.open(board)]
+                    search.compact(force=True)
             before = search.root_visits(trees[0])  # visits the kept tree brought
             result = search.search_trees(trees, sims, stop=stop, budget=min(sims, self.simulations),
                                          max_nodes=self.max_nodes)[0]
@@ -205,6 +211,7 @@ class UciEngine:
                       f"{score_cp(result.value)} pv {' '.join(m.uci() for m in result.pv)}")
             self.send(f"bestmove {result.best_move.uci()}")
         except Exception as exc:  # never leave a GUI waiting for bestmove
+            self._kept = None  # nor a tree the failed search held
             self.send(f"info string error: search failed ({type(exc).__name__}: {exc})")
             self.send(f"bestmove {next(iter(board.legal_moves)).uci()}")
 
