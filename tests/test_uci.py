@@ -248,3 +248,34 @@ def test_tree_reuse_keeps_max_nodes_for_the_kept_tree_not_the_dead_one():
     eng._finish_search()
     second = int(out.getvalue().split(" nodes ")[-1].split()[0])
     assert 900 <= first <= 1001 and second >= 500, out.getvalue()  # (a stuck search: the kept visits + 1)
+
+
+@pytest.mark.parametrize("configured, flag, expected", [(False, None, False), (True, None, True), (False, True, True),
+                                                        (True, False, False)])
+def test_uci_keeps_trees_as_the_run_says_unless_the_flag_says_otherwise(tmp_path, monkeypatch, configured, flag,
+                                                                        expected):
+    """azhpc uci reuses trees where the run's eval.tree_reuse says so; --tree-reuse/--no-tree-reuse overrides it."""
+    import io
+
+    from alphazero_hpc.evaluate import uci
+    from alphazero_hpc.store.paths import RunPaths
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    from .conftest import TINY
+
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, [f"eval.tree_reuse={str(configured).lower()}"])
+    assert cfg.eval.tree_reuse == configured
+    save_checkpoint(paths.model(1), build_model(cfg.model, seed=1), generation=1)
+    seen = []
+
+    class Recorder:
+        def __init__(self, *args):
+            seen.append(args[-1])
+
+        def run(self, stdin):
+            pass
+
+    monkeypatch.setattr(uci, "UciEngine", Recorder)
+    uci.run_uci(paths.model(1), 8, None, "cpu", io.StringIO("quit\n"), io.StringIO(), tree_reuse=flag)
+    assert seen == [expected]
