@@ -299,15 +299,14 @@ def test_kept_trees_carry_a_games_visits_to_its_next_turn_and_start_afresh_where
     from alphazero_hpc.config import MCTSConfig
     from alphazero_hpc.evaluate.players import KeptTrees
     from alphazero_hpc.game.rules import search_rules
-    from alphazero_hpc.search.api import TreeSearch
     from alphazero_hpc.search.fakes import MaterialEvaluator
 
-    search = TreeSearch(MaterialEvaluator(2), MCTSConfig(), search_rules(400), 2)
-    kept = KeptTrees(search)
+    kept = KeptTrees(MaterialEvaluator(2), MCTSConfig(), search_rules(400))
+    search = kept.search
     board = chess.Board()
     (tree,) = kept.trees([board])
     (result,) = search.search_trees([tree], 200, pv_length=2)
-    kept.keep(tree, board, result.best, result.best_move)
+    kept.keep(tree, board, result.best_move)
     board.push(result.pv[0])
     visits = search.root_visits(tree)  # the kept tree's root: the position after the move
     board.push(result.pv[1])  # the reply the search expected
@@ -320,12 +319,12 @@ def test_kept_trees_carry_a_games_visits_to_its_next_turn_and_start_afresh_where
     board = chess.Board()
     for san in ("Nf3", "Nf6"):
         board.push_san(san)
-    search = TreeSearch(MaterialEvaluator(2), MCTSConfig(), search_rules(400), 2)
-    kept = KeptTrees(search)
+    kept = KeptTrees(MaterialEvaluator(2), MCTSConfig(), search_rules(400))
+    search = kept.search
     (tree,) = kept.trees([board])
     (result,) = search.search_trees([tree], 2000)
     back = result.moves.index(board.parse_san("Ng1"))
-    kept.keep(tree, board, back, result.moves[back])
+    kept.keep(tree, board, result.moves[back])
     board.push_san("Ng1")
     after = search.result(tree)  # the kept tree's root: the position after Ng1, where the search visited Ng8
     assert after.visits[after.moves.index(board.parse_san("Ng8"))] > 0
@@ -334,7 +333,7 @@ def test_kept_trees_carry_a_games_visits_to_its_next_turn_and_start_afresh_where
     assert fresh != tree and search.terminal_value(fresh) is None
     (r,) = search.search_trees([fresh], 20)
     assert r.best_move in board.legal_moves and r.root_visits == 21
-    kept.keep(fresh, board, r.best, r.best_move)
+    kept.keep(fresh, board, r.best_move)
     assert kept.trees([]) == []  # the game ended: its tree is released
     search.compact(force=True)
     assert search.num_nodes == 0

@@ -73,19 +73,21 @@ class KeptTrees:
     """The trees of games in play, kept between a player's moves (``mcts.tree_reuse`` at play): after its move a
     game's tree is advanced and kept under the game's start and moves; at its next turn the tree is found by the
     position's moves but the last (the opponent's reply), advanced by that reply, and searched on with the visits
-    its subtree already has. A game not seen at a turn has ended: its tree is released. (The search's
-    ``mcts.tree_reuse`` must be on: ``advance`` keeps the subtree only then.)"""
+    its subtree already has. A game not seen at a turn has ended: its tree is released. The trees share one
+    ``search`` (its own, with ``mcts.tree_reuse`` on, without which ``advance`` would not keep a subtree)."""
 
-    def __init__(self, search: TreeSearch) -> None:
-        self.search = search
+    def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, rules: Rules) -> None:
+        self.search = TreeSearch(evaluator, dataclasses.replace(mcts, tree_reuse=True), rules, evaluator.history)
         self._kept: dict[tuple, list[Tree]] = {}
 
     @staticmethod
     def _key(board: chess.Board, extra: Sequence[chess.Move] = ()) -> tuple:
         return (board.root().fen(), *board.move_stack, *extra)
 
-    def trees(self, boards: Sequence[chess.Board]) -> list[Tree]:
-        """A tree for each board: its kept one advanced by the last move where there is one, else a new one."""
+    def trees(self, boards: Sequence[chess.Board], max_nodes: int | None = None) -> list[Tree]:
+        """A tree for each board: its kept one advanced by the last move where there is one, else a new one. With
+        ``max_nodes`` (a bound a search will stop at) the nodes no tree holds go now, and kept trees that fill the
+        bound alone give way to new ones."""
         old, self._kept = self._kept, {}
         out = []
         for b in boards:
@@ -99,13 +101,20 @@ class KeptTrees:
         for trees in old.values():
             for tree in trees:
                 self.search.release(tree)
-        self.search.compact()
+        self.search.compact(force=max_nodes is not None)
+        if max_nodes is not None and self.search.num_nodes >= max_nodes:
+            for tree in out:
+                self.search.release(tree)
+            self.search.compact(force=True)
+            out = [self.search.open(b) for b in boards]
         return out
 
-    def keep(self, tree: Tree, board: chess.Board, k: int, move: chess.Move) -> None:
-        """``board``'s player makes the root's ``k``-th move, ``move``: keep the tree for the game's next turn."""
-        self.search.advance(tree, k)
-        self._kept.setdefault(self._key(board, (move,)), []).append(tree)
+    def keep(self, tree: Tree, board: chess.Board, move: chess.Move) -> None:
+        """``board``'s player makes ``move``, one of the searched root's: keep the tree for the game's next turn."""
+        if self.search.advance_move(tree, move):
+            self._kept.setdefault(self._key(board, (move,)), []).append(tree)
+        else:
+            self.search.release(tree)
 
     def clear(self) -> None:
         for trees in self._kept.values():
@@ -124,25 +133,21 @@ class NetPlayer:
                  tree_reuse: bool = False) -> None:
         self.name = name
         self.evaluator = evaluator
-        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0, tree_reuse=tree_reuse)
+        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)
         self.simulations = simulations
         self.rules = rules
-        self._kept: KeptTrees | None = None
-
-    def _search(self) -> TreeSearch:
-        return TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+        self._kept = KeptTrees(evaluator, self.mcts, rules) if tree_reuse else None
 
     def choose(self, boards: Sequence[chess.Board]) -> list[chess.Move | None]:
         if not boards:
             return []
-        if not self.mcts.tree_reuse:
-            return [r.best_move for r in self._search().search(boards, self.simulations, pv_length=0)]
         if self._kept is None:
-            self._kept = KeptTrees(self._search())
+            search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+            return [r.best_move for r in search.search(boards, self.simulations, pv_length=0)]
         trees = self._kept.trees(boards)
         results = self._kept.search.search_trees(trees, self.simulations, pv_length=0)
         for tree, board, r in zip(trees, boards, results):
-            self._kept.keep(tree, board, r.best, r.best_move)
+            self._kept.keep(tree, board, r.best_move)
         return [r.best_move for r in results]
 
     def close(self) -> None:

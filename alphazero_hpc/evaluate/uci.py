@@ -56,7 +56,7 @@ class UciEngine:
                  out: IO[str], name: str, tree_reuse: bool = False) -> None:
         self.evaluator, self.rules = evaluator, rules
         self.max_nodes = MAX_NODES
-        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0, tree_reuse=True)  # no exploration noise at play
+        self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)  # no exploration noise when playing
         self._kept: KeptTrees | None = None  # the kept tree, with TreeReuse
         self.tree_reuse = tree_reuse
         self.simulations = simulations
@@ -183,21 +183,17 @@ class UciEngine:
         try:
             if not self.tree_reuse:
                 self._kept = None
-            elif self._kept is None:
-                self._kept = KeptTrees(TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history))
-            search = self._kept.search if self._kept else TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
-            trees = self._kept.trees([board]) if self._kept else [search.open(board)]
-            if self._kept:  # MaxNodes bounds the forest: only the kept tree's nodes may count
-                search.compact(force=True)
-                if search.num_nodes >= self.max_nodes:  # the kept subtree alone fills it: a new tree
-                    search.release(trees[0])
-                    trees = [search.open(board)]
-                    search.compact(force=True)
+                search = TreeSearch(self.evaluator, self.mcts, self.rules, self.evaluator.history)
+                trees = [search.open(board)]
+            else:
+                self._kept = self._kept or KeptTrees(self.evaluator, self.mcts, self.rules)
+                search = self._kept.search
+                trees = self._kept.trees([board], self.max_nodes)  # MaxNodes counts the kept tree's nodes only
             before = search.root_visits(trees[0])  # visits the kept tree brought
             result = search.search_trees(trees, sims, stop=stop, budget=min(sims, self.simulations),
                                          max_nodes=self.max_nodes)[0]
             if self._kept:
-                self._kept.keep(trees[0], board, result.best, result.best_move)
+                self._kept.keep(trees[0], board, result.best_move)
             if not math.isfinite(result.value):
                 self.send("info string error: the network's values are not finite (NaN weights?); playing its first "
                           "legal move: check the checkpoint")
