@@ -157,6 +157,17 @@ class RunPaths:
         """The log of a local stage process (``local-g0003-selfplay-task0001``)."""
         return self.logs / f"{name}.log"
 
+    # -- what benchmarks leave in a run ---------------------------------------------------------------------
+    @property
+    def wide_report(self) -> Path:
+        """``azhpc bench wide``'s figures for the run (task start-up, status time)."""
+        return self.root / "wide.json"
+
+    @property
+    def chaos_filler(self) -> Path:
+        """The file ``azhpc bench chaos`` fills the run's filesystem with, and deletes."""
+        return self.root / ".chaos-filler"
+
     # -- imported games (azhpc import-pgn) -----------------------------------------------------------------
     @property
     def imports(self) -> Path:

@@ -145,7 +145,7 @@ def _fill(paths: RunPaths, max_fill_mb: int, hold_s: float) -> dict[str, Any]:
     free_mb = st.f_bavail * st.f_frsize / 2**20
     if free_mb > max_fill_mb:
         return {"skipped": f"{free_mb:.0f} MiB free, more than --max-fill-mb {max_fill_mb}: not filling a real disk"}
-    filler = paths.root / ".chaos-filler"
+    filler = paths.chaos_filler
     written = 0
     try:
         with open(filler, "wb") as fh:

@@ -129,7 +129,7 @@ def run_wide(run_dir: Path, tasks: int, config_path: str | Path | None, override
         report.first_game_s.append(p.first_game_s)
         if elements.get(t) in starts and p.process_started:
             report.queue_to_process_s.append(p.process_started - starts[elements[t]])
-    atomic.write_json(run_dir / "wide.json", report.to_json(), doing="writing the wide-array figures")
+    atomic.write_json(paths.wide_report, report.to_json(), doing="writing the wide-array figures")
     return report
 
 
