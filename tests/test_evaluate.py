@@ -301,7 +301,7 @@ def test_kept_trees_carry_a_games_visits_to_its_next_turn_and_start_afresh_where
     from alphazero_hpc.game.rules import search_rules
     from alphazero_hpc.search.fakes import MaterialEvaluator
 
-    kept = KeptTrees(MaterialEvaluator(2), MCTSConfig(), search_rules(400))
+    kept = KeptTrees(MaterialEvaluator(2), MCTSConfig(tree_reuse=False), search_rules(400))  # keeps trees all the same
     search = kept.search
     board = chess.Board()
     (tree,) = kept.trees([board])
