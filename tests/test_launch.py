@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from alphazero_hpc.net.checkpoint import file_digest, read_checkpoint
 from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
-from alphazero_hpc.launch.record import pid_alive, supervisor_holder
+from alphazero_hpc.cluster import procs
+from alphazero_hpc.launch.record import azhpc_process_alive, pid_alive, supervisor_holder
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
@@ -342,7 +344,6 @@ def test_local_killed_task_is_reported_and_resume_finishes_the_run(tmp_path):
     only the killed task and training: every planned game exactly once; a second resume does nothing."""
     import os
     import signal
-    import sys
 
     run = tmp_path / "kill"
     azhpc = str(Path(sys.executable).parent / "azhpc")
@@ -401,6 +402,30 @@ def test_cancel_at_once_after_launch_stops_the_supervisor_it_started(tmp_path):
     assert res.returncode == 0 and f"local-{holder}" in res.stdout + res.stderr, res.stdout + res.stderr
     assert not pid_alive(holder)
     assert supervisor_holder(RunPaths(run)) == (0, "")
+
+
+def test_a_process_on_its_way_out_is_alive_until_reaped_and_a_kernel_thread_never_is(monkeypatch):
+    """cancel waits while its supervisor is alive: one that had released its memory (an empty command line) but
+    was not yet a zombie counted as gone, and cancel returned while the pid still existed."""
+    exiting = subprocess.Popen(["sleep", "30"])  # the moment between exit_mm and zombie, which no test can hold a
+    try:                                          # process in: its command line reads empty, its state R
+        with monkeypatch.context() as m:
+            m.setattr(procs, "cmdline", lambda pid: b"" if pid == exiting.pid else b"x")
+            m.setattr(procs, "state", lambda pid: "R")
+            assert azhpc_process_alive(exiting.pid, "")
+    finally:
+        exiting.kill()
+        exiting.wait()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.time() + 30
+    while procs.state(child.pid) != "Z" and time.time() < deadline:
+        time.sleep(0.02)
+    assert procs.cmdline(child.pid) == b"" and azhpc_process_alive(child.pid, "")  # exited, not reaped: ours yet
+    child.wait()
+    assert not azhpc_process_alive(child.pid, "")
+    assert procs.kernel_thread(os.getpid()) is False
+    kthreads = [p for p in procs.pids() if procs.kernel_thread(p)]
+    assert kthreads and not any(azhpc_process_alive(p, "") for p in kthreads[:20])
 
 
 @pytest.mark.slow

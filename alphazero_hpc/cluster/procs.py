@@ -37,6 +37,18 @@ def state(pid: int) -> str | None:
     return fields[0] if fields else None
 
 
+PF_KTHREAD = 0x00200000  # the kernel's flag for its own threads (include/linux/sched.h)
+
+
+def kernel_thread(pid: int) -> bool | None:
+    """Whether the process is one of the kernel's threads (an empty command line, as a process on its way out has)."""
+    fields = _stat_fields(pid)
+    try:
+        return bool(int(fields[6]) & PF_KTHREAD) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
 def parent(pid: int) -> int | None:
     """The process's parent pid."""
     fields = _stat_fields(pid)

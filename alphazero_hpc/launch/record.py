@@ -106,8 +106,8 @@ def azhpc_process_alive(pid: int, host: str) -> bool:
     command = procs.cmdline(pid)
     if command is None:
         return True  # no /proc: trust the pid
-    if not command:  # a zombie (exited, not yet reaped) has none: still on its way out, as before
-        return procs.state(pid) in ("Z", None)
+    if not command:  # one on its way out (its memory released, or a zombie not yet reaped) has none, as a kernel
+        return not procs.kernel_thread(pid)  # thread has: the first is still ours until reaped, the second never was
     return b"alphazero_hpc" in command or any(os.path.basename(a) == b"azhpc" for a in command.split(b"\0")[:2])
 
 
