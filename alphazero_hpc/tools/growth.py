@@ -66,11 +66,11 @@ def write_synthetic_run(root: Path, generations: int, tasks: int, shards: int, t
     cfg = resolve_run_config(paths, None, [f"run.generations={generations}", f"slurm.selfplay_tasks={tasks}",
                                            f"selfplay.games_per_generation={tasks * shards * sidecar.games}",
                                            f"selfplay.games_per_shard={sidecar.games}", "model.history=2"])
-    network = root / "network.pt"
     from ..net.checkpoint import ensure_initial_checkpoint
 
+    network = paths.model(0)  # every generation's network is a copy of the first
+    network.parent.mkdir(parents=True, exist_ok=True)
     ensure_initial_checkpoint(network, cfg.model, 0)
-    paths.model(0).parent.mkdir(parents=True, exist_ok=True)
     for g in range(generations):
         for t in range(tasks):
             for k in range(shards):
@@ -93,7 +93,6 @@ def write_synthetic_run(root: Path, generations: int, tasks: int, shards: int, t
         paths.train_metrics(g + 1).write_text("".join(json.dumps({"step": s, "steps": 10, "policy_loss": 2.0, "value_loss": 0.5})
                                                       + "\n" for s in range(1, 11)))
         shutil.copyfile(network, paths.model(g + 1))
-    shutil.copyfile(network, paths.model(0))
     plan = dataclasses.replace(make_plan(cfg, "slurm"), cluster="local")  # states from the record: no scheduler
     jobs = []
     for g in range(generations):
@@ -120,6 +119,7 @@ def measure(paths: RunPaths, repeats: int) -> dict[str, float]:
     from ..config import load_config
     from ..launch.start import launch
     from ..report import status as status_mod
+    from ..report.render import render
     from ..store.shards import SidecarCache
     from ..train.data import replay_window, set_aside_bad_new_shards
     from ..train.trainer import plan_steps
@@ -130,10 +130,10 @@ def measure(paths: RunPaths, repeats: int) -> dict[str, float]:
     def status_first() -> None:
         status_mod._SIDECARS = SidecarCache()  # a fresh process's caches
         status_mod._SETTLED.clear()
-        status_mod.render(status_mod.collect(paths.root))
+        render(status_mod.collect(paths.root))
 
     def status_refresh() -> None:
-        status_mod.render(status_mod.collect(paths.root))
+        render(status_mod.collect(paths.root))
 
     def train_startup() -> None:
         set_aside_bad_new_shards(paths, last)

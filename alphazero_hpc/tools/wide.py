@@ -84,6 +84,7 @@ def run_wide(run_dir: Path, tasks: int, config_path: str | Path | None, override
              every_s: float = 5.0, timeout_s: float = 3600.0, echo: Callable[[str], None] = print) -> WideReport:
     """Launch one generation of ``tasks`` self-play tasks on SLURM into ``run_dir``, watch it, read the figures."""
     from ..report import status as status_mod
+    from ..report.render import render
 
     report = WideReport(tasks)
     cmd = [_azhpc(), "launch", "--cluster", "slurm", "--run-dir", str(run_dir), "--generations", "1", "--tasks", str(tasks),
@@ -109,7 +110,7 @@ def run_wide(run_dir: Path, tasks: int, config_path: str | Path | None, override
         at = time.perf_counter() - t0
         report.one_shot.append(StatusCall(at, wall, cpu, running))
         c0, w0 = time.process_time(), time.perf_counter()
-        status_mod.render(status_mod.collect(run_dir))
+        render(status_mod.collect(run_dir))
         report.refresh.append(StatusCall(at, time.perf_counter() - w0, time.process_time() - c0, running))
         echo(f"[{at:6.0f} s] {sp.get('done', 0)}/{tasks} done, {running} running; status one-shot {wall:.2f} s wall "
              f"{cpu:.2f} s CPU, refresh {report.refresh[-1].wall_s:.2f} s wall {report.refresh[-1].cpu_s:.2f} s CPU")
