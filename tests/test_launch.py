@@ -465,6 +465,20 @@ def test_slurm_cancel_leaves_nothing_queued(slurm_cluster, slurm_tmp):
     assert all("CANCELLED" in j["state"] or "COMPLETED" in j["state"] for g in st["generations"] for j in g["jobs"])
 
 
+def test_slurm_bench_wide_watches_its_array_and_reads_every_tasks_figures(slurm_cluster, slurm_tmp):
+    """azhpc bench wide on a small array: it called a status renderer that had moved, and no test ran it."""
+    run = slurm_tmp / "wide"
+    res = slurm_cli("bench", "wide", str(run), "--tasks", "3", "--cpus-per-task", "1", "--every", "1", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "3 tasks: launch" in res.stdout and "azhpc status, refresh" in res.stdout, res.stdout
+    report = json.loads(RunPaths(run).wide_report.read_text())
+    assert report["tasks"] == 3 and report["failed"] == [] and report["done_s"] > 0
+    assert len(report["ready_s"]) == len(report["first_game_s"]) == len(report["queue_to_process_s"]) == 3
+    assert report["one_shot"] and len(report["refresh"]) == len(report["one_shot"])
+    assert disk_truth(run, 0)["partial"] == [] and RunPaths(run).model(1).exists()  # it waits for the training
+    assert not still_queued({j["job_id"] for j in json.loads((run / "launch.json").read_text())["jobs"]}, 60)
+
+
 @pytest.mark.slow
 def test_sbatch_templates_run_a_generation_on_their_own(slurm_cluster, slurm_tmp):
     """slurm/chain.sh + selfplay.sbatch + train.sbatch, no azhpc launch: one generation on 2 tasks, trained on 2 nodes."""
