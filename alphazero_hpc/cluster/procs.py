@@ -1,5 +1,5 @@
-"""This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, its
-parent, its command line, its CPU seconds and when it started. Each reader returns None where ``/proc`` cannot tell (another OS, a
+"""This machine's processes as Linux's ``/proc`` shows them, read in one place: a process's state letter, whether
+it is a kernel thread, its parent, its command line, its CPU seconds and when it started. Each reader returns None where ``/proc`` cannot tell (another OS, a
 process gone) and leaves the caller to decide what that means. And a child's tie to its parent's life
 (``die_with_parent``)."""
 
