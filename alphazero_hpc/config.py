@@ -17,7 +17,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 import yaml
 
@@ -448,7 +448,7 @@ class Config:
         keeps each."""
         ev = self.eval
         if algorithm is not None:
-            ev = dataclasses.replace(ev, algorithm=algorithm)
+            ev = dataclasses.replace(ev, algorithm=cast(PlayAlgorithm, algorithm))  # __post_init__ checks it
         if policy_temperature is not None:
             ev = dataclasses.replace(ev, policy_temperature=policy_temperature)
         if tree_reuse is not None:
@@ -458,7 +458,8 @@ class Config:
     def play_mcts(self) -> MCTSConfig:
         """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice
         and eval.policy_temperature."""
-        mcts = with_algorithm(self.mcts, self.play_search) if self.play_search else self.mcts
+        search = self.eval.algorithm
+        mcts = self.mcts if search == "same" or search == self.mcts.algorithm else with_algorithm(self.mcts, search)
         return dataclasses.replace(mcts, policy_temperature=self.play_temperature)
 
     def to_yaml(self) -> str:
@@ -469,7 +470,7 @@ class Config:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
-def with_algorithm(mcts: MCTSConfig, algorithm: str) -> MCTSConfig:
+def with_algorithm(mcts: MCTSConfig, algorithm: Algorithm) -> MCTSConfig:
     """``mcts`` searching with ``algorithm`` instead; a Gumbel-only root value falls back to PUCT's (the mean of the
     visits), which changes no move played."""
     root_value = mcts.gumbel_root_value if algorithm == "gumbel" else "visits"

@@ -105,6 +105,7 @@ def launch(config_path, overrides, run_dir, generations, cluster, nodes, gpus_pe
     click.echo(f"run {res.paths.root}: {plan.cluster}, {'pretraining, then ' if plan.pretrain else ''}{plan.generations} "
                f"generations x ({plan.tasks} self-play tasks + training on {plan.world_size} rank(s))")
     if plan.cluster == "slurm":
+        assert res.record is not None  # a launch that submitted records its jobs
         for j in res.record.jobs:
             click.echo((f"  generation {j.generation} {j.stage:8s}" if j.generation >= 0 else "  pretraining        ") + f" job {j.job_id}"
                        + (f" (tasks {j.tasks[0]}-{j.tasks[1] - 1})" if j.stage == "selfplay" else "")

@@ -148,13 +148,13 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
         played[b] = played.get(b, 0) + s.games
     pts: dict[tuple[str, str], float] = {}
     games: dict[tuple[str, str], float] = {}
-    for key, (w, d, l) in wdl.items():
-        d += prior_draws
-        n = w + d + l
-        mu = (w + 0.5 * d) / n
-        var = (w * (1 - mu) ** 2 + d * (0.5 - mu) ** 2 + l * mu**2) / n
+    for key, (won, drawn, lost) in wdl.items():
+        drawn += prior_draws
+        n = won + drawn + lost
+        mu = (won + 0.5 * drawn) / n
+        var = (won * (1 - mu) ** 2 + drawn * (0.5 - mu) ** 2 + lost * mu**2) / n
         weight = min(mu * (1 - mu) / var, 4.0) if var > 0 else 4.0  # draws: more information per game
-        pts[key] = weight * (w + 0.5 * d)
+        pts[key] = weight * (won + 0.5 * drawn)
         games[key] = weight * n
     players = sorted(played)
     fixed = {p: v for p, v in fixed.items() if p in played}
@@ -174,15 +174,15 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
     def rating(p: str) -> float:
         return (fixed[p][0] - anchor_elo) * _K if p in fixed else r[idx[p]]
 
-    cov = np.zeros((len(free), len(free)))
+    cov: np.ndarray = np.zeros((len(free), len(free)))
     cross = np.zeros((len(free), len(pins)))  # observed information between free and pinned ratings
     for _ in range(100):
         grad = np.zeros(len(free))
         hess = np.zeros((len(free), len(free)))
         cross[:] = 0.0
-        for a, b, s, n in pairs:
+        for a, b, score, n in pairs:
             e = 1.0 / (1.0 + math.exp(rating(b) - rating(a)))
-            g, h = s - n * e, n * e * (1 - e)
+            g, h = score - n * e, n * e * (1 - e)
             for p, sign in ((a, 1.0), (b, -1.0)):
                 if p in idx:
                     grad[idx[p]] += sign * g

@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import chess
 import chess.engine
@@ -61,8 +61,8 @@ class EngineSpec:
         """Strength rests on a time limit (movetime or a clock), so on the speed of the CPU."""
         return self.movetime_ms is not None or self.tc is not None
 
-    def options(self) -> dict[str, object]:
-        options: dict[str, object] = {"Threads": 1, "Hash": 16}
+    def options(self) -> dict[str, str | int | bool | None]:
+        options: dict[str, str | int | bool | None] = {"Threads": 1, "Hash": 16}
         if self.skill is not None:
             options["Skill Level"] = self.skill
         if self.elo is not None:
@@ -91,7 +91,7 @@ def parse_engine(spec: str) -> EngineSpec:
         if ok and key == "tc":
             m = _TC.fullmatch(value)
             ok = m is not None and float(m.group(1)) > 0
-            if ok:
+            if m is not None and ok:
                 values[key] = (float(m.group(1)), float(m.group(2)))
         elif ok:
             ok = re.fullmatch(r"-?\d+", value) is not None
@@ -153,7 +153,7 @@ class EnginePlayer:
     match keeps one board per game), holding a reference so that no later board can take its id.
     """
 
-    def __init__(self, spec: EngineSpec, paths: dict[str, str | None] | None = None) -> None:
+    def __init__(self, spec: EngineSpec, paths: Mapping[str, str | None] | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.overruns = 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from ..config import Config
 from ..errors import AzhpcError
@@ -16,7 +15,7 @@ from .ledger import LedgerEntry, read_ledger, search_tag
 
 
 def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0, write: bool = True,
-               scale: bool | None = None, table: Path | None = None) -> tuple[list[Rating], list[dict[str, Any]], bool]:
+               scale: bool | None = None, table: Path | None = None) -> tuple[list[Rating], list[LedgerEntry], bool]:
     """Fit the ladder of a run over the matches scored with ``adjudicate_material`` (0: chess rules only; matches
     scored differently are not mixed); with ``write`` (``azhpc elo``) store it in RUN/eval/ratings.json. Returns
     the table, the matches and whether it is on the calibrated scale.
@@ -44,19 +43,19 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
         if not names & {r.name for r in rungs}:
             raise AzhpcError(f"no match in {paths.ledger} against a rung of the {SCALE_NAME}: "
                              f"run azhpc evaluate {run_dir} --generation G --scale first")
-        table = ladder_table(scale_fit(matches, rungs))
+        fitted = ladder_table(scale_fit(matches, rungs))
     else:
         if anchor not in names:
             raise AzhpcError(f"anchor '{anchor}' played no match in {paths.ledger}: evaluate a generation against it, "
                              f"or pass --anchor with one of {', '.join(sorted(names))}")
-        table = ladder_table(fit_ratings(matches, anchor))
+        fitted = ladder_table(fit_ratings(matches, anchor))
     if write:
         atomic.write_json(paths.ratings(adjudicate_material),
                           {"anchor": anchor if not on_scale else "scale", "scale": SCALE_NAME if on_scale else None,
                            "matches": len(entries), "adjudicate_material": adjudicate_material,
-                           "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in table]},
+                           "ratings": [{"name": r.name, "elo": r.elo, "low": r.low, "high": r.high, "games": r.games} for r in fitted]},
                           doing="writing the ratings")
-    return table, entries, on_scale
+    return fitted, entries, on_scale
 
 
 def player_label(name: str, entry: LedgerEntry, cfg: Config | None = None) -> str:

@@ -12,7 +12,7 @@ import contextlib
 import fcntl
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, TypedDict, cast
 
 from ..store import atomic
 from ..errors import RunDirError, describe_os_error, no_locks
@@ -161,7 +161,7 @@ def read_ledger(paths: RunPaths) -> list[LedgerEntry]:
             raise RunDirError(f"{ledger} line {n} is not JSON ({exc.msg}): fix or delete that line") from exc
         if not isinstance(entry, dict) or entry.get("schema") != LEDGER_SCHEMA or "key" not in entry:
             raise RunDirError(f"{ledger} line {n} is not an azhpc ledger entry of schema {LEDGER_SCHEMA}: delete that line")
-        entries.append(entry)
+        entries.append(cast(LedgerEntry, entry))
     return entries
 
 

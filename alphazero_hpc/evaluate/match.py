@@ -45,7 +45,7 @@ def book_openings() -> list[Opening]:
 def random_openings(count: int, plies: int, seed: int) -> list[Opening]:
     """``count`` openings of ``plies`` uniformly random legal moves (none that ends the game)."""
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[Opening] = []
     while len(out) < count:
         board = chess.Board()
         for _ in range(plies):
@@ -102,8 +102,8 @@ def play_match(first: Player, second: Player, games: int, openings: Sequence[Ope
         boards = {}
         for i in idx:
             board = chess.Board()
-            for move in openings[(i // 2) % len(openings)].moves:
-                board.push(move)
+            for book_move in openings[(i // 2) % len(openings)].moves:
+                board.push(book_move)
             boards[i] = board
         book_plies = {i: b.ply() for i, b in boards.items()}
         live = dict(boards)
@@ -116,6 +116,7 @@ def play_match(first: Player, second: Player, games: int, openings: Sequence[Ope
                 moves = player.choose([live[i] for i in ids])
                 for i, move in zip(ids, moves):
                     board = live[i]
+                    end: tuple[str, str] | None
                     if move is None:
                         end = ("0-1" if board.turn == chess.WHITE else "1-0", "resignation")
                     else:

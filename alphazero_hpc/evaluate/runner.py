@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, cast
 
 from ..store import atomic
 from ..cluster.slurmenv import SlurmEnv
@@ -161,7 +161,8 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         rules_only = MatchScore.from_points(0.5 if o.termination.startswith(ADJUDICATED) else o.first_points
                                             for o in outcomes).summary()
     overruns = sum(getattr(p, "overruns", 0) for p in (player, rival))
-    entry: LedgerEntry = {  # type: ignore[typeddict-item]  # score.summary()'s keys are LedgerEntry's
+    # score.summary()'s and entry_fields()' keys are LedgerEntry's (plain dicts: mypy cannot check ** into a TypedDict)
+    entry = cast(LedgerEntry, {
         "key": plan.key, "player": plan.player, "opponent": plan.opponent, "generation": plan.generation,
         "simulations": plan.setup.simulations, "openings": plan.openings, "seed": plan.seed, "max_plies": plan.max_plies,
         "adjudicate_material": plan.adjudicate_material,
@@ -176,7 +177,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
         "slurm_job_id": SlurmEnv.now().job_id or None,
-    }
+    })
     added = append_entry(paths, entry)
     return (entry if added else find_entry(paths, plan.key) or entry), added
 

@@ -396,7 +396,8 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     def play(blocks: list[tuple[ScaleRung, int]]) -> None:
         if not blocks:
             return
-        args, before = [], {}  # before: rung -> its games, this round's earlier blocks included
+        args: list[tuple[ScaleRung, int, int, int]] = []
+        before: dict[str, int] = {}  # rung -> its games, this round's earlier blocks included
         for rung, games in blocks:
             seed, g = next_seed.get(rung.name, 0), before.get(rung.name, games_vs(rung.name))
             args.append((rung, games, seed, g // 2))

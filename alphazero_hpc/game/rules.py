@@ -23,7 +23,7 @@ import chess
 import numpy as np
 
 if TYPE_CHECKING:
-    from .position import Position
+    from .position import SearchPosition
 
 PIECE_VALUES = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0], dtype=np.float32)  # P N B R Q K
 _POINTS = tuple(zip(chess.PIECE_TYPES, PIECE_VALUES.astype(int).tolist()))  # the same values, per python-chess piece
@@ -60,7 +60,7 @@ class Rules:
     max_plies: int = 512
     mate_in_one: bool = False  # the search's own proof: a side to move that mates in one has won (mcts.mate_in_one)
 
-    def end_value(self, pos: Position, repetitions: int) -> float:
+    def end_value(self, pos: SearchPosition, repetitions: int) -> float:
         """The value for the side to move if these rules end the game at ``pos``: -1 (checkmated) or 0 (a draw);
         with ``mate_in_one`` also +1 (``PROVEN_WIN``) where the side to move mates in one: the game is not over,
         but the search knows its value without the network (``Forest.reopen`` clears it once the node is a game's

@@ -19,13 +19,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import RunDirError
 from ..store.paths import RunPaths
 from ..store.progress import task_done
 from ..store.runconfig import read_run_config
 from .record import SUPERVISOR_LOCK_FD, JobRecord, LaunchRecord, SupervisorLock, read_record, write_record
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .record import SupervisorRecord
 
 
 @dataclass
@@ -50,8 +55,9 @@ class LocalSupervisor:
         self._stop = False
         self.max_attempts = int(record.supervisor.get("max_attempts") or cfg.slurm.max_attempts)
 
-    def _save(self, **supervisor) -> None:
-        self.record.supervisor.update(supervisor, updated=time.time())
+    def _save(self, **supervisor: Unpack[SupervisorRecord]) -> None:
+        self.record.supervisor.update(supervisor)
+        self.record.supervisor["updated"] = time.time()
         write_record(self.paths, self.record)
 
     def _tick(self) -> None:

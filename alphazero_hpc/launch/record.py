@@ -36,8 +36,8 @@ RECORD_SCHEMA = 1
 
 
 # A local stage process, as the supervisor records it: running, done (exit 0), failed (another exit), cancelled
-# (azhpc cancel stopped it); "" for a SLURM job.
-LocalJobState = Literal["", "running", "done", "failed", "cancelled"]
+# (azhpc cancel stopped it), stopped (its supervisor was gone and resume stopped it); "" for a SLURM job.
+LocalJobState = Literal["", "running", "done", "failed", "cancelled", "stopped"]
 
 
 @dataclass

@@ -118,7 +118,7 @@ def _resume_local(paths: RunPaths, record: LaunchRecord, detach: bool, event: di
             result.gave_up.append(_gave_up(f"generation {g} task {t}", len(failed), error))
     if result.gave_up:
         return result
-    record.supervisor.update(state="resuming", error="", max_attempts=limit)
+    record.supervisor.update({"state": "resuming", "error": "", "max_attempts": limit})
     record.events.append(event)
     write_record(paths, record)  # before the supervisor starts: from then on it is the record's only writer
     if detach:
@@ -157,22 +157,23 @@ def _resume_slurm(paths: RunPaths, cfg, record: LaunchRecord, limit: int) -> Res
             if not after_train and not paths.model(g).exists():
                 break  # generation g-1 cannot train (gave up): nothing after it can run
             train_jobs = record.jobs_of(g, "train")
-            train = train_jobs[-1] if train_jobs else None
-            tstate = states.get(train.job_id) if train else None
-            live_train = bool(tstate and tstate.active and tstate.reason != "DependencyNeverSatisfied" and not replaced)
-            if live_train and tstate.state != "PENDING":  # running (or requeued): it has read its data
-                result.kept.append(train.job_id)
-                after_train = train.job_id
-                _evaluate_after(cfg, record, states, g, train.job_id, chain, result, cancel)
+            train_id = train_jobs[-1].job_id if train_jobs else ""
+            tstate = states.get(train_id) if train_id else None
+            live = tstate is not None and tstate.active and tstate.reason != "DependencyNeverSatisfied" and not replaced
+            live_train = tstate if live else None
+            if live_train and live_train.state != "PENDING":  # running (or requeued): it has read its data
+                result.kept.append(train_id)
+                after_train = train_id
+                _evaluate_after(cfg, record, states, g, train_id, chain, result, cancel)
                 continue
             missing, live_arrays = _selfplay_todo(paths, record, states, g, limit, replaced, result, cancel)
             if live_train and not missing:
-                result.kept.append(train.job_id)
-                after_train = train.job_id
-                _evaluate_after(cfg, record, states, g, train.job_id, chain, result, cancel)
+                result.kept.append(train_id)
+                after_train = train_id
+                _evaluate_after(cfg, record, states, g, train_id, chain, result, cancel)
                 continue
-            if train and tstate and tstate.active:
-                cancel.append(train.job_id)
+            if tstate and tstate.active:
+                cancel.append(train_id)
             progress = read_train_progress(paths.train_progress(g + 1))
             failed = _failures(train_jobs, states, progress is not None and progress.status == "failed")
             if failed >= limit:
@@ -221,13 +222,13 @@ def _resume_pretrain(paths: RunPaths, record: LaunchRecord, states, chain, limit
                      cancel: list[str]) -> tuple[str, bool]:
     """(the live or new pretraining job's id, whether it is new); ('', False) when it gave up."""
     jobs = record.jobs_of(-1, "train")
-    job = jobs[-1] if jobs else None
-    st = states.get(job.job_id) if job else None
+    job_id = jobs[-1].job_id if jobs else ""
+    st = states.get(job_id) if job_id else None
     if st is not None and st.active and st.reason != "DependencyNeverSatisfied":
-        result.kept.append(job.job_id)
-        return job.job_id, False
+        result.kept.append(job_id)
+        return job_id, False
     if st is not None and st.active:
-        cancel.append(job.job_id)
+        cancel.append(job_id)
     progress = read_train_progress(paths.train_progress(0))
     failed = _failures(jobs, states, progress is not None and progress.status == "failed")
     if failed >= limit:
@@ -263,7 +264,7 @@ def _selfplay_todo(paths: RunPaths, record: LaunchRecord, states, g: int, limit:
         jobs = [j for j in record.jobs_of(g, "selfplay") if t in j.task_ids()]
         job = jobs[-1] if jobs else None
         st = scheduler.element_state(states, job.job_id, job.element(t), job.size) if job else None
-        if st is not None and st.active:
+        if job is not None and st is not None and st.active:
             hopeless = st.reason == "DependencyNeverSatisfied" or (replaced and st.state == "PENDING")
             if not hopeless:
                 live.add(job.job_id)

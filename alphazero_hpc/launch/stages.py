@@ -206,7 +206,7 @@ class TrainStage(submitit.helpers.Checkpointable):
         return super().checkpoint(*args, **kwargs)
 
 
-def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> dict:
+def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> StageResult:
     """Train ``generation``'s window on this node's ``nproc_per_node`` ranks; writes models/gen-(G+1).pt.
     Stopped in time (signal, time limit) the ranks save their state; the first node then requeues the job."""
     paths = RunPaths(Path(run_dir))

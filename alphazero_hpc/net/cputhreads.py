@@ -65,13 +65,17 @@ class ThreadTuner:
         self.rates: dict[int, float] = {}
         self.chosen: int | None = None if len(self.choices) > 1 else (self.choices[0] if self.choices else None)
         if self.chosen is not None:
-            self._set(self.chosen)
+            self._apply(self.chosen)
         self._order = self.choices * rounds if self.chosen is None else []
         self._slice_s = window_s / max(1, rounds)
         self._done = {t: [0, 0.0] for t in self.choices}  # evaluations, seconds
         self._trial = -1
         self._t0 = 0.0
         self._e0 = 0
+
+    def _apply(self, threads: int) -> None:
+        assert self._set is not None  # choices, chosen and before exist only where the evaluator has set_threads
+        self._set(threads)
 
     @property
     def tuning(self) -> bool:
@@ -94,12 +98,12 @@ class ThreadTuner:
             return
         self._trial += 1
         if self._trial < len(self._order):
-            self._set(self._order[self._trial])
+            self._apply(self._order[self._trial])
             self._t0, self._e0 = time.perf_counter(), evaluations
             return
         self.rates = {t: e / s for t, (e, s) in self._done.items()}
         self.chosen = max(self.rates, key=lambda t: self.rates[t])
-        self._set(self.chosen)
+        self._apply(self.chosen)
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {r:,.0f}/s" for t, r in self.rates.items())
         print(f"azhpc: network on the CPU beside {self.workers} search worker(s): evaluations with {tried}; "
               f"using {self.chosen} (AZHPC_TORCH_THREADS=N fixes it)", file=self.log, flush=True)
@@ -113,7 +117,7 @@ class ThreadTuner:
                   f"count was measured (that takes ~{self.window_s * len(self.choices):.0f} s with every worker's games "
                   f"in flight); served with {now}", file=self.log, flush=True)
         if self.before is not None:
-            self._set(self.before)
+            self._apply(self.before)
 
 
 class StepThreads:

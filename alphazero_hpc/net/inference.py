@@ -63,10 +63,11 @@ class TorchEvaluator:
         # run without reordering into and out of their own layout; the same outputs, more evaluations/s (docs/performance.md)
         self.channels_last = channels_last and self.device.type == "cpu"
         if self.channels_last:
-            self.model = self.model.to(memory_format=torch.channels_last)
+            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # stub gap
         if self.device.type == "cpu":
-            if fixed_threads() is not None:
-                torch.set_num_threads(fixed_threads())
+            threads = fixed_threads()
+            if threads is not None:
+                torch.set_num_threads(threads)
         else:
             # On a GPU this process's CPU work is copying planes in and results out: torch's default of a thread per
             # core only spins between batches on the cores the search workers need (AZHPC_TORCH_THREADS still rules)

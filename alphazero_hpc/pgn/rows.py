@@ -94,7 +94,7 @@ class RowVisitor(chess.pgn.BaseVisitor[GameRows]):
         self.filter = game_filter
         self.history = history
         self.out = GameRows()
-        self._link = None
+        self._link: tuple | None = None
         self._board: chess.Board | None = None
         self._depth = 0
         self._result_token = False  # the movetext ended with its result (a file cut inside a game has none)

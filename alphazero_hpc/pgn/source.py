@@ -19,7 +19,7 @@ import io
 import re
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import Any, Protocol
 
 from ..errors import AzhpcError
 
@@ -61,16 +61,24 @@ class ExpansionError(OSError):
     """A compressed file expands far more than PGN can (a decompression bomb)."""
 
 
+class _ReadsInto(Protocol):
+    """A binary file read with ``readinto``: a raw file, or gzip's, bz2's or ``_Zstd``'s decompressed side."""
+
+    def readinto(self, buffer: Any, /) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
 class _Counted(io.RawIOBase):
     """A raw file that counts the bytes read from it (the compressed side of ``_Guarded``)."""
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: _ReadsInto) -> None:
         self._fh, self.count = fh, 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, buffer) -> int | None:  # noqa: ANN001 - a writable buffer
         n = self._fh.readinto(buffer)
         self.count += n or 0
         return n
@@ -84,13 +92,13 @@ class _Guarded(io.RawIOBase):
     """Decompressed bytes, stopped with ExpansionError once more than ``BOMB_AFTER`` of them came from a
     ``BOMB_RATIO``-th as many compressed bytes."""
 
-    def __init__(self, inner: IO[bytes], compressed: _Counted) -> None:
+    def __init__(self, inner: _ReadsInto, compressed: _Counted) -> None:
         self._inner, self._compressed, self.count = inner, compressed, 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, buffer) -> int | None:  # noqa: ANN001 - a writable buffer
         n = self._inner.readinto(buffer)
         self.count += n or 0
         if self.count > BOMB_AFTER and self.count > BOMB_RATIO * max(1, self._compressed.count):
@@ -104,18 +112,18 @@ class _Guarded(io.RawIOBase):
         super().close()
 
 
-def _binary(path: Path, kind: str) -> IO[bytes]:
+def _binary(path: Path, kind: str) -> io.RawIOBase:
     if kind == "plain":
-        return open(path, "rb")
+        return open(path, "rb", buffering=0)
     raw = _Counted(open(path, "rb", buffering=0))
-    inner: IO[bytes]
+    inner: _ReadsInto
     if kind == "gzip":
-        inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        inner = gzip.GzipFile(fileobj=raw, mode="rb")
     elif kind == "bzip2":
-        inner = bz2.BZ2File(raw, "rb")  # type: ignore[arg-type]
+        inner = bz2.BZ2File(raw, "rb")
     else:
-        inner = _Zstd(raw)  # type: ignore[arg-type]
-    return _Guarded(inner, raw)  # type: ignore[return-value]
+        inner = _Zstd(raw)
+    return _Guarded(inner, raw)
 
 
 class _Zstd(io.RawIOBase):
@@ -123,7 +131,7 @@ class _Zstd(io.RawIOBase):
     the reference library; the Lichess databases' format). Unlike its ``stream_reader``, a file that ends inside a
     frame raises EOFError (as gzip and bz2 do) instead of ending quietly, and damaged data is an OSError."""
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: io.RawIOBase) -> None:
         import zstandard
 
         self._zstd, self._fh = zstandard, fh
@@ -243,7 +251,7 @@ def open_pgn(path: Path) -> io.TextIOWrapper:
     if problem:
         raise PgnFileError(f"{path}: not a PGN file ({problem}); import-pgn reads PGN, plain or compressed "
                            "with gzip, bzip2 or zstandard")
-    raw = io.BufferedReader(_binary(path, kind), buffer_size=1 << 20)  # type: ignore[arg-type]
+    raw = io.BufferedReader(_binary(path, kind), buffer_size=1 << 20)
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
 
 

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import AzhpcError, RunDirError, ShardError, ShardSchemaError, failure_line
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.progress import ImportProgress, check_stalled, read_import_progress, stalled_slices
+from ..store.progress import ImportProgress, Status, check_stalled, read_import_progress, stalled_slices
 from ..store.runconfig import resolve_run_config
 from ..store.shards import ShardStats, Sidecar, read_sidecar, write_shard, write_sidecar
 from .rows import GameFilter, GameRows, RowVisitor, game_arrays
@@ -218,7 +218,7 @@ class _Task:
         self.games = []
         self._progress(next_game)
 
-    def _progress(self, next_game: int, status: str = "running") -> None:
+    def _progress(self, next_game: int, status: Status = "running") -> None:
         p = self.p
         p.next_game, p.status = next_game, status
         p.elapsed_s = time.time() - self._t0
@@ -241,7 +241,8 @@ class _Task:
                     mine = number >= start and number % spec.tasks == task
                     handle.start_game()
                     try:
-                        rows = chess.pgn.read_game(handle, Visitor=visitor) if mine else None  # type: ignore[arg-type]
+                        # GameText has the readline python-chess reads games with; it is not a TextIO
+                        rows = chess.pgn.read_game(handle, Visitor=visitor) if mine else None  # type: ignore[call-overload]
                         found = rows is not None if mine else chess.pgn.skip_game(handle)  # type: ignore[arg-type]
                     except STREAM_ERRORS as exc:
                         if self.games:  # the accepted games read so far go into a complete shard first
@@ -254,6 +255,7 @@ class _Task:
                     if not found:
                         break
                     if mine:
+                        assert rows is not None  # found
                         if handle.oversized or handle.flaw:  # the cause of whatever python-chess then made of it
                             rows.malformed = handle.oversized or handle.flaw
                         self._count(number, rows)

@@ -69,19 +69,24 @@ def plot_run(run_dir: Path, adjudicate_material: int = 0) -> list[Path]:
         except AzhpcError as exc:  # no match scored this way (or no anchor): the other figures still come
             print(f"azhpc plot: no Elo figure: {exc}")
     if table is not None:
-        rated = sorted((generation_of(r.name), r) for r in table if generation_of(r.name) is not None and r.elo is not None)
+        rated: list[tuple[int, float, float, float]] = []  # generation, Elo, its 95% interval
+        for r in table:
+            g = generation_of(r.name)
+            if g is not None and r.elo is not None and r.low is not None and r.high is not None:
+                rated.append((g, r.elo, r.low, r.high))
+        rated.sort()
         others = sorted(r.name for r in table if r.name.startswith("gen:") and generation_of(r.name) is None)
         if others and not rated:
             print(f"azhpc plot: the Elo figure shows no network: {', '.join(others[:3])}{', ...' if len(others) > 3 else ''} "
                   "played with another search or simulations than the run's own (eval.algorithm, eval.simulations); "
                   "evaluate with those to see the climb")
         anchors = [r for r in table if not r.name.startswith("gen:") and r.elo is not None]
-        hours = compute_hours(paths, max([g for g, _ in rated], default=0) + 1)
+        hours = compute_hours(paths, max([g for g, *_ in rated], default=0) + 1)
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True, layout="constrained")
-        for ax, xs, label in ((axes[0], [g for g, _ in rated], "generation"),
-                              (axes[1], [hours[g - 1] if g > 0 else 0.0 for g, _ in rated], f"{device}-hours (self-play + training)")):
-            ys = [r.elo for _, r in rated]
-            err = [[r.elo - r.low for _, r in rated], [r.high - r.elo for _, r in rated]]
+        for ax, xs, label in ((axes[0], [g for g, *_ in rated], "generation"),
+                              (axes[1], [hours[g - 1] if g > 0 else 0.0 for g, *_ in rated], f"{device}-hours (self-play + training)")):
+            ys = [elo for _, elo, _, _ in rated]
+            err = [[elo - low for _, elo, low, _ in rated], [high - elo for _, elo, _, high in rated]]
             ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="network (95% interval)")
             for i, a in enumerate(anchors):
                 ax.axhline(a.elo, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{a.name} ({a.elo:+.0f})")

@@ -84,7 +84,7 @@ def render_brief(status: RunStatus) -> str:
 
 
 def _local_jobs(jobs: list[JobRow]) -> str:
-    by = {}
+    by: dict[tuple[str, str], int] = {}
     for j in jobs:
         by.setdefault((j.stage, j.state), 0)
         by[(j.stage, j.state)] += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -367,14 +367,15 @@ def _selfplay(paths: RunPaths, cfg: Config, plan: LaunchPlan, record: LaunchReco
                           search_worker_restarts=sum(r.search_worker_restarts for r in rows), task_rows=rows)
 
 
-def _job_row(job: JobRecord, plan: LaunchPlan, states: dict) -> JobRow:
-    base = dict(stage=job.stage, job_id=job.job_id, tasks=job.tasks, attempt=job.attempt, dependency=job.dependency)
+def _job_row(job: JobRecord, plan: LaunchPlan, states: dict[str, scheduler.JobState]) -> JobRow:
+    base = JobRow(stage=job.stage, job_id=job.job_id, tasks=job.tasks, attempt=job.attempt, dependency=job.dependency,
+                  state=job.state)
     if plan.cluster != "slurm":
-        return JobRow(**base, state=job.state, exit_code=job.exit_code, local=True)
-    found = [states.get(f"{job.job_id}_{i}") for i in range(job.size)] if job.stage == "selfplay" else []
-    found = [e for e in found if e] or [e for e in [states.get(job.job_id)] if e]
-    return JobRow(**base, state="/".join(sorted({e.state for e in found})) or "UNKNOWN (not in squeue/sacct)",
-                  reason=",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason})))
+        return replace(base, exit_code=job.exit_code, local=True)
+    keys = [f"{job.job_id}_{i}" for i in range(job.size)] if job.stage == "selfplay" else []
+    found = [states[k] for k in keys if states.get(k)] or [states[k] for k in [job.job_id] if states.get(k)]
+    return replace(base, state="/".join(sorted({e.state for e in found})) or "UNKNOWN (not in squeue/sacct)",
+                   reason=",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason})))
 
 
 def _evaluated(paths: RunPaths) -> set[str]:
@@ -405,7 +406,7 @@ def _train(paths: RunPaths, plan: LaunchPlan, g: int, jobs: list[JobRow]) -> Tra
     m = _metrics(paths, g)
     tp = read_train_progress(paths.train_progress(g + 1))
     ckpt = paths.model(g + 1)
-    state = "done" if ckpt.exists() else (tp.status if tp else "pending")
+    state: StageState = "done" if ckpt.exists() else (tp.status if tp else "pending")
     error = tp.error if tp else ""
     tj = [r for r in jobs if r.stage == "train"]
     if plan.cluster == "slurm" and tj and state in ("pending", "starting", "running"):

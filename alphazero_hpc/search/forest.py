@@ -36,7 +36,7 @@ class _Grow:
     __slots__ = ("a", "n")
 
     def __init__(self, dtype: type, fill: float | int = 0, cap: int = 1024) -> None:
-        self.a = np.full(cap, fill, dtype=dtype)
+        self.a: np.ndarray = np.full(cap, fill, dtype=dtype)
         self.n = 0
 
     def reserve(self, k: int, fill: float | int) -> int:
@@ -283,7 +283,7 @@ class Forest:
         if keep < len(nodes_a):
             self._expand_now(nodes_a[keep:].tolist(), logits[keep:])
 
-    def expand_pending(self, nodes: Sequence[int]) -> None:
+    def expand_pending(self, nodes: Sequence[int] | np.ndarray) -> None:
         """Give evaluated ``nodes`` (their logits in the pool) their edges now."""
         nodes_a = np.asarray(nodes, dtype=np.int64)
         rows = self._slot.a[nodes_a].astype(np.int64)

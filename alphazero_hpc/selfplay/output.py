@@ -43,7 +43,7 @@ def game_pgn(record: GameRecord, event: str) -> str:
     game.headers["White"] = game.headers["Black"] = "azhpc self-play"
     game.headers["Result"] = {1: "1-0", 0: "1/2-1/2", -1: "0-1"}[record.result]
     game.headers["Termination"] = record.termination
-    node = game
+    node: chess.pgn.GameNode = game
     for move in record.moves:
         node = node.add_variation(move)
     out = io.StringIO()

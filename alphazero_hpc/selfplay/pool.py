@@ -30,6 +30,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -77,7 +78,7 @@ def _worker_main(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Conne
 
 def _search(args: WorkerArgs, slot: Slot, eval_conn: Connection, ctl: Connection, stop: Any) -> None:
     cfg = args.cfg
-    paths = RunPaths(args.run_dir)
+    paths = RunPaths(Path(args.run_dir))
     plan = plan_task(cfg, args.task, args.num_tasks)
     engine = SelfPlayEngine(RemoteEvaluator(slot, eval_conn, group_widths(cfg.selfplay.games_in_flight, cfg.selfplay.pipeline)), cfg)
 
@@ -173,6 +174,7 @@ class SearchPool:
         eval_there.close()
         ctl_there.close()
         self.slots[index].counters[:] = 0
+        assert p.pid is not None  # started
         return _Worker(index, p, eval_here, ctl_here, pid=p.pid)
 
     def start(self) -> None:

@@ -100,9 +100,9 @@ def run_selfplay_task(
     except ShardSchemaError as exc:
         pf.fail(exc)
         raise
-    missing = [k for k in range(plan.shards) if k not in set(done)]
+    todo = [k for k in range(plan.shards) if k not in set(done)]
     _restore(progress, paths, generation, task, [k for k in done if k < plan.shards])
-    if not missing:
+    if not todo:
         progress.status = "done"
         pf.write()
         return progress
@@ -144,10 +144,10 @@ def run_selfplay_task(
         if k:
             from .pool import SearchPool
 
-            SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(missing, pacer, pf)
+            SearchPool(evaluator, cfg, paths, generation, task, attrs, k, num_tasks).run(todo, pacer, pf)
         else:
             warn_pipeline_on_cpu(cfg.selfplay.pipeline, evaluator)
-            _play_here(evaluator, cfg, paths, generation, task, plan, attrs, missing, pacer, pf)
+            _play_here(evaluator, cfg, paths, generation, task, plan, attrs, todo, pacer, pf)
         left = plan.shards - len(paths.complete_shards(generation, task))
         progress.status = "stopped" if left else "done"
         progress.error = f"stopped with {left} shard(s) to play ({pacer.reason})" if left else ""

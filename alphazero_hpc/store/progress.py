@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from ..errors import AzhpcError, failure_line
 from ..cluster.slurmenv import SlurmEnv
@@ -35,6 +35,9 @@ Ended = Literal["stopped", "done", "failed"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 
+_R = TypeVar("_R", bound="_JsonRecord")
+
+
 class _JsonRecord:
     """A progress record as the JSON object of its file, and back (fields this version does not know are ignored)."""
 
@@ -42,7 +45,7 @@ class _JsonRecord:
         return asdict(self)  # type: ignore[call-overload]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]):  # noqa: ANN206 - the subclass
+    def from_json(cls: type[_R], data: dict[str, Any]) -> _R:
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -100,7 +103,7 @@ def read_train_slices(path: Path) -> list[dict]:
     return [s for s in slices if isinstance(s, dict)] if isinstance(slices, list) else []
 
 
-def _read(cls: type, path: Path):  # noqa: ANN202
+def _read(cls: type[_R], path: Path) -> _R | None:
     """The record of ``cls`` in ``path``; None when the file is missing, unreadable or not such a record."""
     data = _read_object(path)
     try:

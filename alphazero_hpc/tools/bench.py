@@ -86,14 +86,16 @@ class SelfPlayBench:
                                 f"{self.network_threads} thread(s); tuning: {tried or '-'})")
             lines.append(f"network busy             {self.network_busy:10.1%}  (server's time inside the network)")
             wt = self.worker_time
+            assert wt is not None  # measured with the workers
             lines.append(f"search workers' time     waiting for the network {wt['network_wait']:.0%}, chess rules "
                          f"{wt['rules']:.0%}, tree {wt['tree']:.0%}, encoding {wt['encode']:.0%}; "
                          f"{self.cpu_us_per_simulation_outside_network:.0f} us per simulation outside the wait")
             if self.cpu_server is not None:
                 lines.append(f"CPU cores used           server {self.cpu_server:.2f}, workers "
-                             + " ".join(f"{c:.2f}" for c in self.cpu_workers))
+                             + " ".join(f"{c:.2f}" for c in self.cpu_workers or []))
         if self.share_network is None:
             return "\n".join(lines)
+        assert self.shard_io_s is not None  # measured with the shares (single-process)
         lines += [
             f"CPU us/sim outside net   {self.cpu_us_per_simulation_outside_network:10.1f}",
             f"time split               network {self.share_network:.1%}, chess rules {self.share_rules:.1%}, "
@@ -112,7 +114,8 @@ class GpuUtilisation:
     be given instead (tests)."""
 
     def __init__(self, device: str, every_s: float = 0.1, read: Callable[[], float] | None = None) -> None:
-        self.every_s, self.samples, self.note = every_s, [], ""
+        self.every_s, self.note = every_s, ""
+        self.samples: list[float] = []
         self._read = read
         if read is None and device.startswith("cuda"):
             import torch
@@ -134,8 +137,10 @@ class GpuUtilisation:
         return self
 
     def _sample(self) -> None:
+        read = self._read
+        assert read is not None  # __enter__ starts this thread only with a reader
         while not self._stop.wait(self.every_s):
-            self.samples.append(self._read())
+            self.samples.append(read())
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -444,7 +449,8 @@ def bench_train(cfg: Config, workers: int = 2, steps: int = 60, games: int = 24)
 
         def step() -> None:
             with torch.autocast(device.type, dtype=amp or torch.bfloat16, enabled=amp is not None):
-                policy_loss, value_loss, _ = alphazero_loss(*model(batch["planes"]), batch["policy"], batch["wdl"])
+                logits, value = model(batch["planes"])
+                policy_loss, value_loss, _ = alphazero_loss(logits, value, batch["policy"], batch["wdl"])
             opt.zero_grad()
             (policy_loss + value_loss).backward()
             opt.step()

@@ -14,12 +14,15 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import chess.pgn
 
 from ..pgn.source import open_pgn
 from ..pgn.task import ImportSpec, run_import_task
+
+if TYPE_CHECKING:
+    from ..evaluate.ledger import LedgerEntry
 
 
 def parse_rate(files: Sequence[Path]) -> tuple[int, float]:
@@ -64,7 +67,7 @@ def cpu_seconds() -> float:
 
 def learning_check(out: Path, stockfish: str, games: int = 1600, depth: int = 2, config: str | Path | None = None,
                    overrides: Sequence[str] = (), eval_games: int = 40, simulations: int = 0,
-                   opponents: Sequence[str] = ("random", "greedy"), workers: int = 1, echo=print) -> list[dict]:
+                   opponents: Sequence[str] = ("random", "greedy"), workers: int = 1, echo=print) -> list[LedgerEntry]:
     """Stockfish games -> import -> pretraining -> matches: does a network trained only on imported games beat
     random and greedy under the rules of chess? Every step is skipped when its output exists (started again, it
     continues); the matches go into ``OUT/run/eval/ledger.jsonl``. Returns their ledger entries."""

@@ -26,7 +26,10 @@ def stockfish_game(engine: chess.engine.SimpleEngine, number: int, seed: int, de
             break
         board.push(rng.choice(moves))
     while not board.is_game_over(claim_draw=True) and board.ply() < max_plies:
-        board.push(engine.play(board, chess.engine.Limit(depth=depth)).move)
+        move = engine.play(board, chess.engine.Limit(depth=depth)).move
+        if move is None:  # the engine gave no move (it resigned): the game ends unfinished
+            break
+        board.push(move)
     game = chess.pgn.Game.from_board(board)
     over = board.is_game_over(claim_draw=True)
     game.headers.update({"Event": f"azhpc stockfish depth {depth} set {seed}", "Round": str(number + 1),

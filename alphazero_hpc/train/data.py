@@ -54,7 +54,8 @@ def replay_window(paths: RunPaths, generation: int, window_generations: int, win
                 if meta.rows > 0:
                     refs.append(ShardRef(str(paths.shard(gen, task, shard)), meta.rows, gen))
     if window_positions:
-        kept, total = [], 0
+        kept: list[ShardRef] = []
+        total = 0
         for ref in refs:  # newest generation first
             if kept and total + ref.rows > window_positions:
                 break
@@ -255,13 +256,14 @@ class WindowDataset(IterableDataset):
                         gains.pop(oldest, None)
                     ref = self.plan.shards[sid]
                     try:
-                        loaded[sid] = read_shard(Path(ref.path))[0]
-                        if len(loaded[sid]) != ref.rows:
-                            raise ShardError(ref.path, f"{len(loaded[sid])} rows, its sidecar says {ref.rows}")
+                        shard = read_shard(Path(ref.path))[0]
+                        if len(shard) != ref.rows:
+                            raise ShardError(ref.path, f"{len(shard)} rows, its sidecar says {ref.rows}")
                         if self.material_horizon:
-                            gains[sid] = material_gain(loaded[sid], self.material_horizon)
+                            gains[sid] = material_gain(shard, self.material_horizon)
                         if self.horizon:  # once per shard read: the root value that decode mixes in is the later one
-                            loaded[sid] = replace(loaded[sid], root_value=later_value(loaded[sid], self.horizon))
+                            shard = replace(shard, root_value=later_value(shard, self.horizon))
+                        loaded[sid] = shard
                     except ShardError as exc:
                         loaded[sid] = None
                         quarantine(Path(ref.path))

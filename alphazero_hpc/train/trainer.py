@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
 from ..net.cputhreads import StepThreads
-from ..net.model import build_model
+from ..net.model import AlphaZeroNet, build_model
 from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window, set_aside_bad_new_shards
 from ..errors import AzhpcError, failure_line, report
@@ -129,14 +129,14 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
 class _Session:
     """What a training run holds between steps: the network and its wrappers, the optimizer, and where it is."""
 
-    model: torch.nn.Module  # unwrapped: saved and checked
-    forward: torch.nn.Module  # what the batch goes through: DDP and/or torch.compile around ``model``
+    model: AlphaZeroNet  # unwrapped: saved and checked
+    forward: Callable[..., Any]  # what the batch goes through: DDP and/or torch.compile around ``model``
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LambdaLR
     scaler: torch.amp.GradScaler
     amp_dtype: torch.dtype | None
     memory_format: torch.memory_format
-    tb: object | None  # a TensorBoard SummaryWriter on rank 0, when installed
+    tb: Any | None  # a TensorBoard SummaryWriter on rank 0, when installed
     step: int  # steps applied
     skipped: int  # steps skipped for a non-finite loss
     consumed: int  # batches taken from the batch plan (the data position a resume starts from)
@@ -222,7 +222,7 @@ class Trainer:
                                   s.consumed, self.workers, self.cfg.train.value_target_q_ratio, self.cfg.model.attack_sets,
                                   pin=self.device.type == "cuda", horizon=self.cfg.train.value_target_horizon,
                                   material_horizon=self.cfg.train.material_horizon if self.cfg.model.material_head else 0))
-        total_rows, bad_rows, bad = sum(r.rows for r in mine), 0, set()
+        total_rows, bad_rows, bad_seen = sum(r.rows for r in mine), 0, set[str]()
         threads = StepThreads(self.device.type == "cpu", log=self.log)
         t_last = time.perf_counter()
         first_step, nonfinite = s.step, 0
@@ -234,8 +234,8 @@ class Trainer:
             for note in batch["bad"]:
                 print(f"azhpc train: rank {self.env.rank} skipping {note}", file=sys.stderr, flush=True)
                 for ref in mine:  # each bad shard counts once (every loader worker that reads it reports it)
-                    if ref.path in note and ref.path not in bad:
-                        bad.add(ref.path)
+                    if ref.path in note and ref.path not in bad_seen:
+                        bad_seen.add(ref.path)
                         bad_rows += ref.rows
             if bad_rows > total_rows // 2:
                 raise AzhpcError(f"more than half of rank {self.env.rank}'s positions are in corrupt shards (listed above): rerun their self-play tasks")
@@ -291,7 +291,7 @@ class Trainer:
         generation's network (and its optimizer moments); then wrapped for DDP, channels_last and compile."""
         tc = self.cfg.train
         if self.generation == PRETRAIN:
-            model, payload = build_model(self.cfg.model, seed=self.cfg.run.seed), {}
+            model, payload = build_model(self.cfg.model, seed=self.cfg.run.seed), dict[str, Any]()
         else:
             if self.generation == 0:
                 ensure_initial_checkpoint(self.paths.model(0), self.cfg.model, self.cfg.run.seed)
@@ -314,7 +314,7 @@ class Trainer:
             for group in opt.param_groups:
                 group["lr"] = self.lr
         memory_format = torch.channels_last if tc.channels_last else torch.preserve_format
-        model.to(memory_format=memory_format)
+        model.to(memory_format=memory_format)  # type: ignore[call-overload]  # stub gap: Module.to takes it
         ddp = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None) if self.env.world > 1 else model
         dtype = amp_dtype(tc.amp, self.device)
         return _Session(model=model, forward=torch.compile(ddp) if tc.compile else ddp, opt=opt, sched=sched,
