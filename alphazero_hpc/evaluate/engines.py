@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import chess
 import chess.engine
@@ -84,7 +84,7 @@ def parse_engine(spec: str) -> EngineSpec:
     engine, _, rest = spec.strip().partition(":")
     if engine not in ENGINES:
         raise AzhpcError(f"opponent '{spec}': expected {_SPEC_HELP}")
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # int per option, a (base, increment) pair for tc
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
         ok = bool(eq) and key in _KEYS and key not in values
@@ -100,20 +100,20 @@ def parse_engine(spec: str) -> EngineSpec:
         if not ok:
             raise AzhpcError(f"opponent '{spec}': '{part}' is not an option; expected {_SPEC_HELP}")
     lo, hi = ENGINES[engine]
-    if "skill" in values and not lo <= values["skill"] <= hi:  # type: ignore[operator]
+    if "skill" in values and not lo <= values["skill"] <= hi:
         raise AzhpcError(f"opponent '{spec}': {engine} skill must be in {lo}..{hi}")
-    if "elo" in values and not 1350 <= values["elo"] <= 2850:  # type: ignore[operator]
+    if "elo" in values and not 1350 <= values["elo"] <= 2850:
         raise AzhpcError(f"opponent '{spec}': elo (UCI_Elo) must be in 1350..2850")
     for key in ("nodes", "depth", "movetime"):
-        if key in values and values[key] < 1:  # type: ignore[operator]
+        if key in values and values[key] < 1:
             raise AzhpcError(f"opponent '{spec}': {key} must be >= 1")
     limits = [k for k in ("nodes", "depth", "movetime", "tc") if k in values]
     if "tc" in values and len(limits) > 1:
         raise AzhpcError(f"opponent '{spec}': a clock (tc=) is the only limit of its engine; drop {', '.join(l for l in limits if l != 'tc')}")
     if not limits:
         values["nodes"] = 2000
-    return EngineSpec(engine, values.get("skill"), values.get("elo"), values.get("nodes"), values.get("depth"),  # type: ignore[arg-type]
-                      values.get("movetime"), values.get("tc"))  # type: ignore[arg-type]
+    return EngineSpec(engine, values.get("skill"), values.get("elo"), values.get("nodes"), values.get("depth"),
+                      values.get("movetime"), values.get("tc"))
 
 
 def canonical_engine_name(spec: str) -> str:

@@ -253,11 +253,12 @@ def chain_for_board(board: chess.Board, history: int) -> tuple:
     for move in board.move_stack:
         replay.push(move)
         positions.append(replay.copy(stack=False))
-    link = None
+    link: tuple | None = None
     for b in positions:
         key = position_key(b)
         link = extend_chain(key, count_repetitions(key, b.halfmove_clock, link), b.halfmove_clock, link, history)
-    return link  # type: ignore[return-value]
+    assert link is not None  # positions holds at least the root
+    return link
 
 
 def encode_batch(batch: PositionBatch, out: np.ndarray | None = None, attacks: int = 0) -> np.ndarray:

@@ -42,11 +42,11 @@ class _JsonRecord:
     """A progress record as the JSON object of its file, and back (fields this version does not know are ignored)."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass; this base is not
 
     @classmethod
     def from_json(cls: type[_R], data: dict[str, Any]) -> _R:
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]  # as in to_json: subclasses are dataclasses
         return cls(**{k: v for k, v in data.items() if k in known})
 
 

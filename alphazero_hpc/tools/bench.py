@@ -255,7 +255,8 @@ class SelfPlayComparison:
     def median_cpu(self, arm: str) -> float | None:
         """The median of the arm's own CPU per simulation outside the network (not the median run's)."""
         cpu = [r.cpu_us_per_simulation_outside_network for r in self.runs[arm]]
-        return None if None in cpu else statistics.median_low(cpu)  # type: ignore[type-var]
+        known = [c for c in cpu if c is not None]
+        return None if len(known) < len(cpu) else statistics.median_low(known)
 
     def to_json(self) -> dict:
         m, first, repeat = self.medians, self.first, len(self.runs[self.first])
