@@ -427,9 +427,10 @@ class Config:
         return dataclasses.asdict(self)
 
     @property
-    def play_search(self) -> str:
+    def play_search(self) -> Literal["", "puct", "gumbel"]:
         """eval.algorithm where it differs from mcts.algorithm, else "": what a match's ledger key must name."""
-        return "" if self.eval.algorithm in ("same", self.mcts.algorithm) else self.eval.algorithm
+        search = self.eval.algorithm
+        return "" if search == "same" or search == self.mcts.algorithm else search
 
     @property
     def play_simulations(self) -> int:
@@ -458,8 +459,8 @@ class Config:
     def play_mcts(self) -> MCTSConfig:
         """The search a network of this run plays with (matches, ratings, UCI): mcts with eval.algorithm's choice
         and eval.policy_temperature."""
-        search = self.eval.algorithm
-        mcts = self.mcts if search == "same" or search == self.mcts.algorithm else with_algorithm(self.mcts, search)
+        search = self.play_search
+        mcts = with_algorithm(self.mcts, search) if search else self.mcts
         return dataclasses.replace(mcts, policy_temperature=self.play_temperature)
 
     def to_yaml(self) -> str:
