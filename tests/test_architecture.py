@@ -89,7 +89,9 @@ def upward_imports(g: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
 
 
 def import_loops(g: dict[str, set[str]]) -> list[str]:
-    seen, stack, loops = set(), [], []
+    seen: set[str] = set()
+    stack: list[str] = []
+    loops: list[str] = []
 
     def visit(m: str) -> None:
         if m in stack:

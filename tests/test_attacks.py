@@ -12,9 +12,16 @@ from .conftest import PERFT_FENS, random_game_boards
 VALUE = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 100}
 
 
+def _kind(board: chess.Board, square: int) -> int:
+    """The piece type on an occupied ``square``."""
+    kind = board.piece_type_at(square)
+    assert kind is not None, f"no piece on {chess.square_name(square)}"
+    return kind
+
+
 def _attackers(board: chess.Board, colour: chess.Color, square: int) -> list[int]:
     """Piece types of ``colour`` that attack ``square`` (pseudo-legal: pins ignored, as the planes do)."""
-    return [board.piece_type_at(s) for s in board.attackers(colour, square)]
+    return [_kind(board, s) for s in board.attackers(colour, square)]
 
 
 def _expected(board: chess.Board) -> list[int]:
@@ -25,7 +32,7 @@ def _expected(board: chess.Board) -> list[int]:
         out = 0
         for s in chess.SquareSet(board.occupied_co[side]):
             by = _attackers(board, not side, s)
-            kind = board.piece_type_at(s)
+            kind = _kind(board, s)
             if by and (kind == chess.KING or not attacked[side] >> s & 1 or min(VALUE[t] for t in by) < VALUE[kind]):
                 out |= 1 << s
         return out
@@ -85,12 +92,13 @@ def test_tactic_maps_match_python_chess_on_every_square():
 
 def _best_capture(board: chess.Board, side: chess.Color) -> tuple[int, list[int]]:
     """What ``side`` wins with one capture by definition, and on which squares, one piece at a time with python-chess."""
-    best, squares = 0, []
+    best = 0
+    squares: list[int] = []
     for s in chess.SquareSet(board.occupied_co[not side] & ~board.kings):
         by = _attackers(board, side, s)
         if not by:
             continue
-        value = VALUE[board.piece_type_at(s)]
+        value = VALUE[_kind(board, s)]
         won = value if not board.is_attacked_by(not side, s) else value - min(VALUE[t] for t in by)
         if won > 0 and won >= best:
             best, squares = won, (squares if won == best else []) + [s]
@@ -109,8 +117,8 @@ def _capture_gain(board: chess.Board) -> int:
     if not gain:
         return 0
     target = min(squares)
-    mover = min(board.attackers(board.turn, target), key=lambda s: (TIER[board.piece_type_at(s)], s))
-    value = VALUE[board.piece_type_at(target)]
+    mover = min(board.attackers(board.turn, target), key=lambda s: (TIER[_kind(board, s)], s))
+    value = VALUE[_kind(board, target)]
     after = board.copy(stack=False)
     after.set_piece_at(target, after.remove_piece_at(mover))
     return max(0, value - _best_capture(after, not board.turn)[0])

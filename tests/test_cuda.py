@@ -31,7 +31,7 @@ def need_cuda():
 
 
 def _relative(a: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-12))
+    return float(np.linalg.norm(a - ref)) / max(float(np.linalg.norm(ref)), 1e-12)
 
 
 def test_network_on_cuda_computes_what_the_cpu_computes():

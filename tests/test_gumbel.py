@@ -209,9 +209,9 @@ def test_value_target_mixes_result_and_search_value():
 
 def _think(search: TreeSearch, tree: int, simulations: int):
     """One move's Gumbel search of ``tree``, as self-play runs it (the root evaluated first, no noise)."""
-    while search.num_moves(tree) is None:
+    while (moves := search.num_moves(tree)) is None:
         search.step([tree])
-    search.start_gumbel(tree, np.zeros(search.num_moves(tree)), simulations)
+    search.start_gumbel(tree, np.zeros(moves), simulations)
     for _ in range(simulations):
         search.step([tree])
     return search.result(tree)

@@ -18,7 +18,7 @@ from alphazero_hpc.config import load_config
 from alphazero_hpc.errors import AzhpcError
 from alphazero_hpc.launch.plan import make_plan, split_tasks
 from alphazero_hpc.cluster import procs
-from alphazero_hpc.launch.record import azhpc_process_alive, pid_alive, supervisor_holder
+from alphazero_hpc.launch.record import SupervisorRecord, azhpc_process_alive, pid_alive, supervisor_holder
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
@@ -32,7 +32,9 @@ def disk_truth(run: Path, generation: int) -> dict:
     """Games, positions and shards of a generation, counted from the HDF5 files themselves; ``duplicates``:
     games (task, game id) found in more than one shard; ``partial``: temporaries or shards without a sidecar."""
     games = rows = shards = 0
-    models, seen, duplicates = set(), set(), 0
+    models: set[str] = set()
+    seen: set[tuple[int, int]] = set()
+    duplicates = 0
     folder = run / "selfplay" / f"gen-{generation:04d}"
     for path in sorted(folder.glob("task-*/shard-*.h5")):
         with h5py.File(path, "r") as f:
@@ -763,7 +765,7 @@ def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_pa
     assert not list(tmp_path.glob("x*"))
 
 
-def _local_record(paths, supervisor: dict, jobs=()):
+def _local_record(paths, supervisor: SupervisorRecord, jobs=()):
     from alphazero_hpc.launch.plan import LaunchPlan
     from alphazero_hpc.launch.record import LaunchRecord, write_record
     from alphazero_hpc.store.runconfig import resolve_run_config

@@ -18,7 +18,7 @@ from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.progress import read_progress
 from alphazero_hpc.selfplay.pool import SearchPool
 from alphazero_hpc.tools.bench import measure_pool
-from alphazero_hpc.store.shards import read_shard
+from alphazero_hpc.store.shards import ShardData, read_shard
 from alphazero_hpc.selfplay.task import run_selfplay_task, search_workers
 
 from .conftest import ROOT, TINY, run_cli
@@ -27,7 +27,7 @@ FAST = ["selfplay.games_per_generation=12", "selfplay.games_per_shard=2", "selfp
         "selfplay.max_plies=40", "mcts.simulations=8", "mcts.fast_simulations=2", "model.history=2"]
 
 
-def _shards(run: Path) -> dict[str, dict]:
+def _shards(run: Path) -> dict[str, ShardData]:
     return {p.name: read_shard(p)[0] for p in sorted((run / "selfplay").rglob("shard-*.h5"))}
 
 
