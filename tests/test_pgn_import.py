@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import chess
+import chess.engine
 import chess.pgn
 import h5py
 import numpy as np
@@ -259,6 +260,49 @@ def test_null_moves_and_claimable_draws_in_a_decisive_game():
         assert (g.rejected, g.malformed, len(g.chains)) == (rejected, "", 0 if rejected else 2), name
     mate = _visit('[Result "1-0"]\n\n1. f3 e5 2. g4 Qh4# 1-0\n')
     assert mate.malformed == "result tag 1-0 but the game ends by checkmate"
+
+
+# A UCI engine that plays the first legal move until the game has 8 plies, then answers "bestmove (none)"
+RESIGNER = """
+import sys
+import chess
+board = chess.Board()
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    if words[0] == "uci":
+        print("id name resigner\\nuciok", flush=True)
+    elif words[0] == "isready":
+        print("readyok", flush=True)
+    elif words[0] == "position":
+        board = chess.Board()
+        for uci in words[words.index("moves") + 1:] if "moves" in words else []:
+            board.push_uci(uci)
+    elif words[0] == "go":
+        move = next(iter(board.legal_moves)).uci() if board.ply() < 8 else "(none)"
+        print(f"bestmove {move}", flush=True)
+    elif words[0] == "quit":
+        break
+"""
+
+
+def test_a_stockfish_game_ends_where_the_engine_gives_no_move(tmp_path):
+    """The Stockfish games of `azhpc bench pretrain` (tools/sfgames): an engine's "bestmove (none)" ends the game unfinished, a draw
+    in the tags, instead of pushing a None move. Real Stockfish says it only where no move is legal, which the loop
+    stops at first; this stand-in says it in the middle of a game."""
+    from alphazero_hpc.tools.sfgames import stockfish_game
+
+    script = tmp_path / "resigner.py"
+    script.write_text(RESIGNER)
+    with chess.engine.SimpleEngine.popen_uci([sys.executable, str(script)]) as engine:
+        game = stockfish_game(engine, number=3, seed=0, depth=1, max_plies=300)
+    board = game.end().board()
+    assert board.ply() == 8 and not board.is_game_over(claim_draw=True)
+    assert game.headers["Result"] == "1/2-1/2"
+    # and its PGN reads back as the same 8 plies
+    again = chess.pgn.read_game(io.StringIO(str(game)))
+    assert again is not None and len(list(again.mainline_moves())) == 8
 
 
 def test_an_import_that_kept_no_games_is_refused_by_launch_pretrain(tmp_path, pgn):
