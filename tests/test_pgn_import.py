@@ -288,9 +288,9 @@ for line in sys.stdin:
 
 
 def test_a_stockfish_game_ends_where_the_engine_gives_no_move(tmp_path):
-    """The Stockfish games of `azhpc bench pretrain` (tools/sfgames): an engine's "bestmove (none)" ends the game unfinished, a draw
-    in the tags, instead of pushing a None move. Real Stockfish says it only where no move is legal, which the loop
-    stops at first; this stand-in says it in the middle of a game."""
+    """The Stockfish games of ``azhpc bench pretrain`` (tools/sfgames): an engine's "bestmove (none)" ends the game
+    unfinished, a draw in the tags, instead of pushing a None move. Real Stockfish says it only where no move is
+    legal, which the loop stops at first; this stand-in says it in the middle of a game."""
     from alphazero_hpc.tools.sfgames import stockfish_game
 
     script = tmp_path / "resigner.py"
