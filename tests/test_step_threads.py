@@ -49,6 +49,40 @@ def test_load_arriving_mid_run_is_measured_again():
     assert tuner.chosen == 1 and used[-1] == 1 and any("measured again" in line for line in lines)
 
 
+def test_times_that_move_with_the_batch_mix_are_measured_again_ever_more_rarely_and_quietly():
+    """A rating's batches hold 1 to 64 positions, so its time per 64 positions moves by more than the drift
+    threshold from one window to the next while one thread stays the faster count. Each measurement that keeps the
+    count doubles the window: over 4000 steps a handful of measurements (each one slow step at two threads), not one
+    every other window (~125), and no line after the first."""
+    lines = []
+    tuner = StepThreads(cpu=True, log=lines.append, window=16, max_window=1024)
+    used = []
+    for step in range(4000):
+        tuner.before_step()
+        threads = torch.get_num_threads()
+        used.append(threads)
+        mix = 0.01 if (step // 16) % 2 else 0.05  # windows of small and of large batches, in turn
+        tuner.after_step(mix * (1 if threads == 1 else 20))
+    assert tuner.chosen == 1 and len(lines) == 1
+    assert 1 <= tuner.measurements <= 8, tuner.measurements
+    assert used[3:].count(2) == tuner.measurements  # each measurement: one clear pair, one step at two threads
+
+
+def test_after_quiet_measurements_a_load_that_leaves_is_still_found_and_said():
+    """Backing off does not stop the tuner from following the load: once the other process leaves and two threads
+    are faster, it changes the count, says so, and checks at the base window again."""
+    lines = []
+    tuner = StepThreads(cpu=True, log=lines.append, window=8, max_window=64)
+    for step in range(600):  # busy: one thread far faster, step times moving with the batch mix
+        tuner.before_step()
+        mix = 0.01 if (step // 8) % 2 else 0.05
+        tuner.after_step(mix * (1 if torch.get_num_threads() == 1 else 20))
+    assert tuner.chosen == 1 and tuner.measurements >= 1 and len(lines) == 1
+    used = drive(tuner, {1: 0.5, 2: 0.03}, 200)  # quiet now (and every step slower at one thread)
+    assert tuner.chosen == 2 and set(used[-50:]) == {2}
+    assert len(lines) == 2 and lines[1].startswith("measured again") and "using 2" in lines[1]
+
+
 def test_nothing_is_tuned_on_a_gpu_with_one_thread_or_a_fixed_count(monkeypatch):
     for tuner in (StepThreads(cpu=False), ):
         assert drive(tuner, {1: 0.01, 2: 9.0}, 6) == [2] * 6

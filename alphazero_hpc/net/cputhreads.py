@@ -129,19 +129,27 @@ class StepThreads:
     (docs/performance.md). So the trainer times its steps with one thread and with the count it was given, in
     turn (``trials`` each; a first pair that differs by more than ``clear`` decides at once), keeps the faster and
     says so in one line. The median of the next ``window`` steps at the kept count is its reference; when a later
-    window's median drifts from it by more than ``drift`` (a process arrived or left), it measures again. ``before_step`` sets the count for the coming step and
-    ``after_step(seconds)`` takes its compute time. Nothing is tuned on a GPU, with one thread given, or with
+    window's median drifts from it by more than ``drift`` (a process arrived or left), it measures again. A
+    measurement that keeps the same count doubles the window for the next drift check (up to ``max_window``) and
+    prints nothing: step times that move with the batch mix, not the load (a rating's batches are 1 to 64
+    positions), had re-measured every few seconds, each time one slow step at the other count and one log line. A
+    measurement that changes the count says so and starts again from ``window``. ``before_step`` sets the count for
+    the coming step and ``after_step(seconds)`` takes its compute time. Nothing is tuned on a GPU, with one thread given, or with
     ``AZHPC_TORCH_THREADS`` set (which fixes the count). Thread counts change the rounding of reductions, so a
     tuned run is not bitwise reproducible (a fixed count is).
     """
 
     def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
-                 window: int = 16, what: str = "training on the CPU", unit: str = "a step") -> None:
+                 window: int = 16, max_window: int = 1024, what: str = "training on the CPU",
+                 unit: str = "a step") -> None:
         import torch
 
         self._torch = torch
         self.log = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
         self.trials, self.clear, self.drift, self.window = trials, clear, drift, window
+        self.max_window = max(window, max_window)
+        self._span = window  # steps per drift check: doubles each time a measurement keeps the count
+        self.measurements = 0  # trial rounds after the first (drift checks that measured again)
         self.what, self.unit = what, unit  # the log line: "<what>: <unit> took 1 thread .. ms, ..."
         fixed = fixed_threads() if cpu else None
         if fixed is not None:
@@ -191,9 +199,9 @@ class StepThreads:
                 self._decide()
             return
         self._recent.append(seconds)
-        if len(self._recent) < self.window:
+        if len(self._recent) < self._span:
             return
-        now = sorted(self._recent)[self.window // 2]
+        now = sorted(self._recent)[self._span // 2]
         self._recent = []
         if not self._reference:  # the first window after a decision is the reference (a trial step is one sample)
             self._reference = now
@@ -202,10 +210,16 @@ class StepThreads:
 
     def _decide(self) -> None:
         medians = {t: sorted(v)[len(v) // 2] for t, v in self.times.items() if v}
-        again = self.chosen is not None
+        before = self.chosen
         self.chosen = min(medians, key=lambda t: medians[t])
         self._reference, self._recent = 0.0, []
         self._set(self.chosen)
+        if before is not None:
+            self.measurements += 1
+            if self.chosen == before:  # the drift was not the load's: look less often, quietly
+                self._span = min(2 * self._span, self.max_window)
+                return
+            self._span = self.window
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
-        self.log(f"{'measured again' if again else self.what}: {self.unit} took {tried}; using {self.chosen} "
+        self.log(f"{'measured again' if before is not None else self.what}: {self.unit} took {tried}; using {self.chosen} "
                  f"(AZHPC_TORCH_THREADS=N fixes it)")
