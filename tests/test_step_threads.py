@@ -81,6 +81,34 @@ def test_after_quiet_measurements_a_load_that_leaves_is_still_found_and_said():
     used = drive(tuner, {1: 0.5, 2: 0.03}, 200)  # quiet now (and every step slower at one thread)
     assert tuner.chosen == 2 and set(used[-50:]) == {2}
     assert len(lines) == 2 and lines[1].startswith("measured again") and "using 2" in lines[1]
+    used = drive(tuner, {1: 0.05, 2: 0.5}, 40)  # the load is back: found at the base window of 8 again
+    assert tuner.chosen == 1 and len(lines) == 3 and used[-10:] == [1] * 10
+
+
+def test_the_window_doubles_up_to_its_cap_and_a_window_ends_after_max_window_s():
+    """Each drift that a measurement answers with the same count doubles the window (8, 16, 32, 64, then 64 at the
+    cap); and however long the window, it ends once its steps add up to max_window_s, so a load arriving later is
+    found within about that long."""
+    tuner = StepThreads(cpu=True, log=lambda line: None, window=8, max_window=64, max_window_s=1e9)
+    drive(tuner, {1: 0.01, 2: 0.2}, 3)  # warm step, one clear pair: one thread
+    spans, level = [], 0.01
+    for _ in range(6):
+        before = tuner.measurements
+        while tuner.measurements == before:  # the step time jumps 4x each window: a drift each time
+            level = 0.04 if level == 0.01 else 0.01
+            for _ in range(64):
+                tuner.before_step()
+                tuner.after_step(level * (1 if torch.get_num_threads() == 1 else 20))
+                if tuner.measurements != before:
+                    break
+        spans.append(tuner._span)
+    assert spans == [16, 32, 64, 64, 64, 64] and tuner.chosen == 1
+    torch.set_num_threads(2)  # the first tuner left one
+    timed = StepThreads(cpu=True, log=lambda line: None, window=8, max_window=1024, max_window_s=2.0)
+    drive(timed, {1: 0.1, 2: 2.0}, 3)
+    timed._span = 1024  # as after many quiet measurements
+    used = drive(timed, {1: 0.1, 2: 2.0}, 20) + drive(timed, {1: 1.0, 2: 0.1}, 40)  # 20 steps = 2 s, then the load leaves
+    assert timed.chosen == 2 and used[-10:] == [2] * 10  # found within ~2 s of steps, not 1024 steps
 
 
 def test_nothing_is_tuned_on_a_gpu_with_one_thread_or_a_fixed_count(monkeypatch):

@@ -130,24 +130,26 @@ class StepThreads:
     turn (``trials`` each; a first pair that differs by more than ``clear`` decides at once), keeps the faster and
     says so in one line. The median of the next ``window`` steps at the kept count is its reference; when a later
     window's median drifts from it by more than ``drift`` (a process arrived or left), it measures again. A
-    measurement that keeps the same count doubles the window for the next drift check (up to ``max_window``) and
-    prints nothing: step times that move with the batch mix, not the load (a rating's batches are 1 to 64
-    positions), had re-measured every few seconds, each time one slow step at the other count and one log line. A
-    measurement that changes the count says so and starts again from ``window``. ``before_step`` sets the count for
-    the coming step and ``after_step(seconds)`` takes its compute time. Nothing is tuned on a GPU, with one thread given, or with
-    ``AZHPC_TORCH_THREADS`` set (which fixes the count). Thread counts change the rounding of reductions, so a
+    measurement that keeps the same count doubles the window of the next reference and drift check (up to
+    ``max_window`` steps, and a window also ends once its steps add up to ``max_window_s`` seconds, so that a load
+    arriving later is still found within about a minute) and prints nothing: step times that move with the batch
+    mix, not the load (a rating's batches are 1 to 64 positions), had re-measured every few seconds, each time one
+    slow step at the other count and one log line. A measurement that changes the count says so and starts again
+    from ``window``. ``before_step`` sets the count for the coming step and ``after_step(seconds)`` takes its
+    compute time. Nothing is tuned on a GPU, with one thread given, or with ``AZHPC_TORCH_THREADS`` set (which
+    fixes the count). Thread counts change the rounding of reductions, so a
     tuned run is not bitwise reproducible (a fixed count is).
     """
 
     def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
-                 window: int = 16, max_window: int = 1024, what: str = "training on the CPU",
-                 unit: str = "a step") -> None:
+                 window: int = 16, max_window: int = 1024, max_window_s: float = 30.0,
+                 what: str = "training on the CPU", unit: str = "a step") -> None:
         import torch
 
         self._torch = torch
         self.log = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
         self.trials, self.clear, self.drift, self.window = trials, clear, drift, window
-        self.max_window = max(window, max_window)
+        self.max_window, self.max_window_s = max(window, max_window), max_window_s
         self._span = window  # steps per drift check: doubles each time a measurement keeps the count
         self.measurements = 0  # trial rounds after the first (drift checks that measured again)
         self.what, self.unit = what, unit  # the log line: "<what>: <unit> took 1 thread .. ms, ..."
@@ -162,6 +164,7 @@ class StepThreads:
         self._current = given
         self._reference = 0.0
         self._recent: list[float] = []
+        self._recent_s = 0.0  # the seconds of the steps in _recent
         self._warm = bool(self.choices)  # the first step allocates: not measured
         if self.choices:
             self._start_trials()
@@ -199,10 +202,13 @@ class StepThreads:
                 self._decide()
             return
         self._recent.append(seconds)
-        if len(self._recent) < self._span:
+        self._recent_s += seconds
+        steps = len(self._recent)
+        full = steps >= self._span or (steps >= self.window and self._recent_s >= self.max_window_s)
+        if not full:
             return
-        now = sorted(self._recent)[self._span // 2]
-        self._recent = []
+        now = sorted(self._recent)[len(self._recent) // 2]
+        self._recent, self._recent_s = [], 0.0
         if not self._reference:  # the first window after a decision is the reference (a trial step is one sample)
             self._reference = now
         elif now > self.drift * self._reference or now * self.drift < self._reference:
@@ -212,7 +218,7 @@ class StepThreads:
         medians = {t: sorted(v)[len(v) // 2] for t, v in self.times.items() if v}
         before = self.chosen
         self.chosen = min(medians, key=lambda t: medians[t])
-        self._reference, self._recent = 0.0, []
+        self._reference, self._recent, self._recent_s = 0.0, [], 0.0
         self._set(self.chosen)
         if before is not None:
             self.measurements += 1
