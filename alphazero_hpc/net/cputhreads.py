@@ -137,8 +137,8 @@ class StepThreads:
     slow step at the other count and one log line. A measurement that changes the count says so and starts again
     from ``window``. ``before_step`` sets the count for the coming step and ``after_step(seconds)`` takes its
     compute time. Nothing is tuned on a GPU, with one thread given, or with ``AZHPC_TORCH_THREADS`` set (which
-    fixes the count). Thread counts change the rounding of reductions, so a
-    tuned run is not bitwise reproducible (a fixed count is).
+    fixes the count). Thread counts change the rounding of reductions, so a tuned run is not bitwise reproducible
+    (a fixed count is).
     """
 
     def __init__(self, cpu: bool, log: Any = None, trials: int = 2, clear: float = 3.0, drift: float = 1.5,
@@ -207,7 +207,7 @@ class StepThreads:
         full = steps >= self._span or (steps >= self.window and self._recent_s >= self.max_window_s)
         if not full:
             return
-        now = sorted(self._recent)[len(self._recent) // 2]
+        now = sorted(self._recent)[steps // 2]
         self._recent, self._recent_s = [], 0.0
         if not self._reference:  # the first window after a decision is the reference (a trial step is one sample)
             self._reference = now
@@ -227,5 +227,5 @@ class StepThreads:
                 return
             self._span = self.window
         tried = ", ".join(f"{t} thread{'s' if t > 1 else ''} {1000 * m:.0f} ms" for t, m in medians.items())
-        self.log(f"{'measured again' if before is not None else self.what}: {self.unit} took {tried}; using {self.chosen} "
-                 f"(AZHPC_TORCH_THREADS=N fixes it)")
+        what = "measured again" if before is not None else self.what
+        self.log(f"{what}: {self.unit} took {tried}; using {self.chosen} (AZHPC_TORCH_THREADS=N fixes it)")
