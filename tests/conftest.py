@@ -15,6 +15,7 @@ import chess
 import pytest
 
 from alphazero_hpc.errors import AzhpcError
+from alphazero_hpc.evaluate.elo import Rating
 from alphazero_hpc.evaluate.engines import find_stockfish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,13 @@ def random_game_boards(n_games: int, seed: int = 0, max_plies: int = 120) -> lis
             b.push(rng.choice(list(b.legal_moves)))
         out.append(b.copy())
     return out
+
+
+def rated(rating: Rating) -> tuple[float, float, float]:
+    """A fitted rating's (elo, low, high), asserting that a chain of matches connects it to the anchor (fit_ratings
+    gives None for all three otherwise)."""
+    assert rating.elo is not None and rating.low is not None and rating.high is not None, rating
+    return rating.elo, rating.low, rating.high
 
 
 def as_user(cmd: list[str], env: dict, user: str | None) -> tuple[list[str], dict]:

@@ -21,7 +21,7 @@ from alphazero_hpc.net.model import build_model
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.store.runconfig import resolve_run_config
 
-from .conftest import TINY, run_cli
+from .conftest import TINY, rated, run_cli
 
 
 # -- Elo maths -------------------------------------------------------------------------------------------
@@ -66,15 +66,17 @@ def test_ladder_recovers_known_ratings():
     r = fit_ratings(matches, anchor="a")
     assert r["a"].elo == 0.0
     for name in ("b", "c", "d"):
-        assert r[name].low < truth[name] < r[name].high, (name, r[name])
-    assert r["b"].elo < r["c"].elo < r["d"].elo
-    assert r["d"].high - r["d"].low > r["b"].high - r["b"].low  # d is one long chain away: less certain
+        _, low, high = rated(r[name])
+        assert low < truth[name] < high, (name, r[name])
+    (b, b_low, b_high), (c, _, _), (d, d_low, d_high) = (rated(r[name]) for name in ("b", "c", "d"))
+    assert b < c < d
+    assert d_high - d_low > b_high - b_low  # d is one long chain away: less certain
     assert r["e"].elo is None and r["f"].elo is None
 
 
 def test_ladder_gives_a_perfect_score_a_finite_rating():
-    r = fit_ratings([("strong", "random", MatchScore(20, 0, 0))], anchor="random")
-    assert math.isfinite(r["strong"].elo) and r["strong"].low > 100
+    elo, low, _ = rated(fit_ratings([("strong", "random", MatchScore(20, 0, 0))], anchor="random")["strong"])
+    assert math.isfinite(elo) and low > 100
 
 
 # -- match runner with players of known strength ---------------------------------------------------------
@@ -125,7 +127,11 @@ def test_match_score_matches_known_strength():
 
 def test_openings_vary_games_and_are_played_with_both_colours():
     outcomes = play_match(GreedyPlayer(1), RandomPlayer(2), 8, book_openings(), max_plies=30)
-    games = [chess.pgn.read_game(io.StringIO(o.pgn)) for o in outcomes]
+    games = []
+    for o in outcomes:
+        game = chess.pgn.read_game(io.StringIO(o.pgn))
+        assert game is not None, o.pgn
+        games.append(game)
     openings = [g.headers["Opening"] for g in games]
     assert openings[0] == openings[1] != openings[2] == openings[3]
     assert [g.headers["White"] for g in games[:2]] == ["greedy", "random"]
@@ -233,20 +239,24 @@ def test_eval_algorithm_is_the_search_a_network_plays_with(eval_run):
     itself in the match's ledger key where it differs; 'same' is the run's own search."""
     import dataclasses
 
+    from alphazero_hpc.config import PlayAlgorithm
+    from alphazero_hpc.evaluate.players import NetPlayer
     from alphazero_hpc.evaluate.runner import MatchPlan, make_player
     from alphazero_hpc.game.rules import search_rules
     from alphazero_hpc.store.runconfig import read_run_config
 
     cfg = read_run_config(RunPaths(eval_run))
     assert cfg.mcts.algorithm == "puct" and cfg.eval.algorithm == "same" and cfg.play_search == ""
-    for algorithm, search in (("same", ""), ("puct", ""), ("gumbel", "gumbel")):
+    cases: list[tuple[PlayAlgorithm, str]] = [("same", ""), ("puct", ""), ("gumbel", "gumbel")]
+    for algorithm, search in cases:
         c = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, algorithm=algorithm))
         plan = MatchPlan("gen:1", "random", 2, PlaySetup(4, search=c.play_search), "book", 0, 24)
         player = make_player("gen:1", RunPaths(eval_run), c, plan, search_rules(24), "cpu")
+        assert isinstance(player, NetPlayer), player
         assert c.play_search == search and player.mcts.algorithm == (search or "puct") and c.mcts.algorithm == "puct"
         assert plan.key.endswith(f"|search={search}") == bool(search)
     with pytest.raises(Exception, match="eval.algorithm"):
-        dataclasses.replace(cfg.eval, algorithm="alphabeta")
+        dataclasses.replace(cfg.eval, algorithm="alphabeta")  # type: ignore[arg-type]  # not an algorithm: refused
     # a Gumbel run whose root value is Gumbel's own (mcts.gumbel_root_value=improved) still plays under PUCT
     gumbel = dataclasses.replace(cfg, mcts=dataclasses.replace(cfg.mcts, algorithm="gumbel", gumbel_root_value="improved"),
                                  eval=dataclasses.replace(cfg.eval, algorithm="puct"))
@@ -260,6 +270,7 @@ def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_
     import dataclasses
 
     from alphazero_hpc.evaluate.ledger import search_tag
+    from alphazero_hpc.evaluate.players import NetPlayer
     from alphazero_hpc.evaluate.runner import MatchPlan, make_player
     from alphazero_hpc.game.rules import search_rules
     from alphazero_hpc.store.runconfig import read_run_config
@@ -272,6 +283,7 @@ def test_eval_policy_temperature_is_the_prior_a_network_plays_with_and_keys_its_
     assert setup.policy_temperature == 1.5 and setup != PlaySetup.of_config(cfg)
     plan = MatchPlan("gen:1", "random", 2, PlaySetup(4, policy_temperature=setup.policy_temperature), "book", 0, 24)
     player = make_player("gen:1", RunPaths(eval_run), warm, plan, search_rules(24), "cpu")
+    assert isinstance(player, NetPlayer), player
     assert player.mcts.policy_temperature == 1.5 and plan.key.endswith("|policy_temperature=1.5")
     assert "policy_temperature" not in MatchPlan("gen:1", "random", 2, PlaySetup(4), "book", 0, 24).key
     # the key names every field of the setup in the order that ledgers written before each field existed hold

@@ -46,8 +46,8 @@ def test_config_overrides_fuzz():
             refused += 1
             continue
         assert isinstance(cfg, Config)
-        for section in cfg.to_dict().values():  # whatever was accepted is a finite, checked value
-            for value in section.values():
+        for values in cfg.to_dict().values():  # whatever was accepted is a finite, checked value
+            for value in values.values():
                 if isinstance(value, float):
                     assert value == value and abs(value) != float("inf"), overrides
         accepted += 1

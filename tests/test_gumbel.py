@@ -25,6 +25,7 @@ class TableEvaluator:
 
     def __init__(self, table: dict[bytes, tuple[np.ndarray, float]], history: int = 1) -> None:
         self.table, self.history = table, history
+        self.attack_planes = 0  # the Evaluator protocol's: plain planes (the table's keys are encode_boards')
 
     def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         answers = [self.table[p.tobytes()] for p in planes]  # a KeyError: the search asked about another position
@@ -71,6 +72,7 @@ def test_improved_policy_of_a_bandit_is_the_formula(simulations):
     visits = result.visits.astype(np.float64)
     assert visits.sum() == simulations and visits.max() == 1  # sequential halving: one visit each first
     want = expected_improved_policy(np.array([logits[m] for m in order]), np.array([q[m] for m in order]), visits, 0.1)
+    assert result.improved is not None
     np.testing.assert_allclose(result.improved, want, rtol=2e-4, atol=1e-7)
     np.testing.assert_allclose(result.policy_target, result.improved)
 
@@ -94,6 +96,7 @@ def test_improved_root_value_weighs_moves_as_the_policy_target_does():
     want = expected_improved_policy(np.array([logits[m] for m in order]), qs, result.visits.astype(np.float64), 0.1)
     assert result.value == pytest.approx(float(want @ qs), abs=1e-5)
     assert result.value > 0.8 and mean.value < -0.3
+    assert result.improved is not None and mean.improved is not None
     assert result.best_move == mean.best_move and np.allclose(result.improved, mean.improved)  # only the value differs
 
 
@@ -140,6 +143,7 @@ def test_gumbel_finds_mate_in_one(fen, uci, interior):
     cfg = dataclasses.replace(GUMBEL, gumbel_considered=64, gumbel_interior=interior)
     (result,) = TreeSearch(UniformEvaluator(1), cfg, Rules(), 1).search([chess.Board(fen)], 120)
     assert result.best_move.uci() == uci
+    assert result.improved is not None
     assert result.improved[result.best] == result.improved.max()
 
 

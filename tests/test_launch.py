@@ -748,7 +748,8 @@ def test_a_silent_scheduler_is_not_a_finished_run(tmp_path, monkeypatch):
     assert "squeue did not answer" in st.to_json()["scheduler_error"]
     r = run_cli("cancel", str(paths.root), env={"PATH": f"{fake}:{os.environ['PATH']}"})
     assert r.returncode == 1 and "squeue did not answer" in r.stderr  # was: "cancelled 0 job(s)", exit 0
-    assert not read_record(paths).events  # no cancel recorded
+    record = read_record(paths)
+    assert record is not None and not record.events  # no cancel recorded
 
 
 def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_path):
@@ -821,7 +822,8 @@ def test_resume_stops_the_stage_processes_a_killed_supervisor_left(tmp_path):
         result = resume(paths.root, detach=False)
         assert result.cancelled == [f"local-{orphan}"] and result.run_here
         assert not pid_alive(orphan)  # stopped: no second copy of the task beside the new one
-        assert read_record(paths).jobs[0].state == "stopped"
+        record = read_record(paths)
+        assert record is not None and record.jobs[0].state == "stopped"
     finally:
         if pid_alive(orphan):
             os.kill(orphan, 9)
@@ -889,7 +891,7 @@ def test_cancel_kills_a_supervisor_that_ignores_sigterm_and_its_stages(tmp_path)
         assert live == [f"local-{supervisor}", f"local-{stage}"]
         assert not pid_alive(supervisor) and not pid_alive(stage)
         record = read_record(paths)
-        assert record.supervisor["state"] == "cancelled" and record.jobs[0].state == "stopped"
+        assert record is not None and record.supervisor["state"] == "cancelled" and record.jobs[0].state == "stopped"
     finally:
         for pid in (supervisor, stage):
             if pid_alive(pid):
@@ -932,7 +934,9 @@ def test_a_supervisor_not_yet_in_the_record_is_neither_resumed_beside_nor_left_b
 
         result = resume(paths.root, detach=True)
         assert not result.supervisor_pid and not result.cancelled and f"pid {holder} " in result.message
-        assert pid_alive(holder) and read_record(paths).supervisor == {}
+        assert pid_alive(holder)
+        record = read_record(paths)
+        assert record is not None and record.supervisor == {}
 
         assert cancel_run(paths.root, timeout_s=10) == [f"local-{holder}"]
         assert not pid_alive(holder)
@@ -954,7 +958,11 @@ def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
                                                 "selfplay.max_plies=20"], evaluator=UniformEvaluator(2))
     reads = []
     real = shards_mod.read_sidecar
-    monkeypatch.setattr(shards_mod, "read_sidecar", lambda p: reads.append(p) or real(p))
+
+    def counted_read_sidecar(p):
+        reads.append(p)
+        return real(p)
+    monkeypatch.setattr(shards_mod, "read_sidecar", counted_read_sidecar)
     monkeypatch.setattr(status_mod, "_SIDECARS", shards_mod.SidecarCache())
     first = status_mod.collect(tmp_path)
     assert len(reads) == 4 and first.generations[0].selfplay.shards == 4
@@ -974,7 +982,11 @@ def test_status_refresh_reads_only_what_changed(tmp_path, monkeypatch):
 
     progress_reads = []
     real_progress = progress_mod.read_task_progress
-    monkeypatch.setattr(status_mod, "read_task_progress", lambda p: progress_reads.append(p) or real_progress(p))
+
+    def counted_read_task_progress(p):
+        progress_reads.append(p)
+        return real_progress(p)
+    monkeypatch.setattr(status_mod, "read_task_progress", counted_read_task_progress)
     monkeypatch.setattr(status_mod, "_SETTLED", {})
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord, write_record
 
@@ -1103,11 +1115,13 @@ def test_slurm_jobs_under_another_account_leave_an_associations_room_alone(slurm
         found = limits.read_submit_limits(user=SLURM_USER)
         assert [f.source for f in found if f.account] == [f"MaxSubmitJobs=3 of user {SLURM_USER}'s association in account {account} (sacctmgr)"]
         assert limits.queued_records(user=SLURM_USER) == 3  # every record of the user: the old, over-counted reading
-        assert limits.room(found)[:1] == (3,)
+        room = limits.room(found)
+        assert room is not None and room[:1] == (3,)
         res = held_sbatch(tmp_path, "--array=0-2")
         assert res.returncode == 0, res.stderr  # Slurm agrees: the side account's jobs do not count here
         jobs.append(res.stdout.split()[-1])
-        assert limits.room(found)[0] == 0
+        room = limits.room(found)
+        assert room is not None and room[0] == 0
         res = held_sbatch(tmp_path)
         assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr
 
@@ -1128,18 +1142,21 @@ def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_clu
             listed = subprocess.run(["squeue", "-h", "-r", "-a", *group[0].squeue_scope(), "-o", "%i"],
                                     capture_output=True, text=True).stdout.split()
             assert listed == []  # what squeue lists in the account's scope: the sub-account's jobs are not there
-            assert limits.room(found)[:2] == (1, group[0])
+            room = limits.room(found)
+            assert room is not None and room[:2] == (1, group[0])
             res = held_sbatch(tmp_path)
             assert res.returncode == 0, res.stderr
             jobs.append(res.stdout.split()[-1])
-            assert limits.room(found)[:2] == (0, group[0])
+            room = limits.room(found)
+            assert room is not None and room[:2] == (0, group[0])
             res = held_sbatch(tmp_path)
             assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr  # Slurm agrees
             # jobs charged to the sub-account meet the parent's cap as well: read, and no room left under it
             in_sub = limits.read_submit_limits(user=SLURM_USER, account="azhpcsub")
             parent = [f for f in in_sub if f.account == account and not f.user]
             assert [f.source for f in parent] == [f"GrpSubmitJobs=4 of account {account} (the parent of azhpcsub's) (sacctmgr)"]
-            assert limits.room(in_sub)[:2] == (0, parent[0])
+            room = limits.room(in_sub)
+            assert room is not None and room[:2] == (0, parent[0])
             res = held_sbatch(tmp_path, "--account=azhpcsub")
             assert res.returncode != 0 and limits.is_submit_limit(res.stderr), res.stderr
     finally:
@@ -1274,7 +1291,9 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
 
     def fake_submit(self, what, ex, submit, array_size):
         calls.append(what)
-        on_disk = [j.job_id for j in read_record(paths).jobs]
+        record = read_record(paths)
+        assert record is not None
+        on_disk = [j.job_id for j in record.jobs]
         assert on_disk == ["100", "101", *(str(200 + i) for i in range(len(calls) - 1))], (what, on_disk)
         if len(calls) == 2:
             window.STOP_REQUESTED.append("signal SIGTERM")  # arrives while this sbatch runs
@@ -1282,10 +1301,16 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
         return [f"{job}_{i}" for i in range(array_size)] if array_size else [job]
 
     monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
-    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or scancel_works[0])
+
+    def fake_cancel(ids):
+        cancelled.extend(ids)
+        return scancel_works[0]
+    monkeypatch.setattr(scheduler, "cancel", fake_cancel)
     for works in (True, False):
         write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
-        calls.clear(), cancelled.clear(), window.STOP_REQUESTED.clear()
+        calls.clear()
+        cancelled.clear()
+        window.STOP_REQUESTED.clear()
         scancel_works[0] = works
         with pytest.raises(SystemExit, match="stopped by signal SIGTERM"):
             window.extend_chain(paths, 0)
@@ -1293,6 +1318,7 @@ def test_an_extension_stopped_mid_submission_leaves_no_job_unknown(tmp_path, mon
         assert calls == ["generation 1 self-play array (tasks 0-1)", "generation 1 training job"]  # no third sbatch
         assert cancelled == ["200", "201"]
         record = read_record(paths)
+        assert record is not None
         if works:
             assert [j.job_id for j in record.jobs] == ["100", "101"]
         else:
@@ -1330,7 +1356,11 @@ def test_an_extension_refused_by_the_limit_waits_for_room_then_gives_up_in_one_l
         return [f"{job}_{i}" for i in range(array_size)] if array_size else [job]
 
     monkeypatch.setattr(slurm_mod.SlurmChain, "_submit", fake_submit)
-    monkeypatch.setattr(scheduler, "cancel", lambda ids: cancelled.extend(ids) or True)
+
+    def fake_cancel(ids):
+        cancelled.extend(ids)
+        return True
+    monkeypatch.setattr(scheduler, "cancel", fake_cancel)
     before = [JobRecord(0, "selfplay", "100", [0, 1]), JobRecord(0, "train", "101", [0, 1], dependency="afterok:100")]
     write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
     refusals[0] = 2
@@ -1338,15 +1368,18 @@ def test_an_extension_refused_by_the_limit_waits_for_room_then_gives_up_in_one_l
     assert calls == ["generation 1 self-play array (tasks 0-0)", "generation 1 training job"] * 3
     assert cancelled == ["201", "203"]  # each refused attempt's self-play array, nothing else
     assert [j.job_id for j in new] == ["205", "206"]
-    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101", "205", "206"]
+    record = read_record(paths)
+    assert record is not None and [j.job_id for j in record.jobs] == ["100", "101", "205", "206"]
 
     write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=list(before)))
-    calls.clear(), cancelled.clear()
+    calls.clear()
+    cancelled.clear()
     refusals[0] = 10**6
     with pytest.raises(window.NoRoom, match="MaxSubmitJobs=3"):
         window.extend_chain(paths, 0, wait_s=0.2)
     assert 2 < len(calls) and len(cancelled) == len(calls) // 2
-    assert [j.job_id for j in read_record(paths).jobs] == ["100", "101"]
+    record = read_record(paths)
+    assert record is not None and [j.job_id for j in record.jobs] == ["100", "101"]
 
 
 def test_the_submit_limit_is_read_for_the_account_and_qos_the_jobs_use(monkeypatch):
@@ -1426,7 +1459,9 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
     counts = {f.source.split(" (")[0]: limits.queued_records(f) for f in found}
     assert counts == {"MaxSubmitJobs=40 of user alice's association in account physics": 4,  # the controller's 4 > squeue's 3
                       "GrpSubmitJobs=30 of account physics": 28, "MaxSubmitJobsPerUser=50 of QOS normal": 33}
-    free, limit, queued = limits.room(found)
+    room = limits.room(found)
+    assert room is not None
+    free, limit, queued = room
     assert (free, queued, limit.source) == (2, 28, "GrpSubmitJobs=30 of account physics (sacctmgr)")
     assert limits.queued_records(user="alice") == 34  # no limit given: every record of the user (the controller's 4 + 30)
     assert limits.room([]) is None
@@ -1437,7 +1472,8 @@ def test_each_submit_limit_counts_the_records_of_its_own_scope(monkeypatch):
     counts = {f.source.split(" (")[0]: limits.queued_records(f) for f in found}
     assert counts == {"MaxSubmitJobs=40 of user alice's association in account physics": 4,
                       "GrpSubmitJobs=30 of account physics": 30, "MaxSubmitJobsPerUser=50 of QOS normal": 36}
-    assert limits.room(found)[:2] == (0, found[1])
+    room = limits.room(found)
+    assert room is not None and room[:2] == (0, found[1])
     group = limits.SubmitLimit(100, "GrpSubmitJobs=100 of QOS normal (sacctmgr)", qos="normal")
     assert limits.queued_records(group) == 58 and limits.controller_count(limits.SubmitLimit(5, "x")) is None
     # no default QOS: the jobs may run under either allowed QOS, so a group cap (everyone's jobs) of one of them is
@@ -1488,12 +1524,16 @@ def test_resume_gives_every_training_job_it_keeps_or_submits_its_evaluation(tmp_
     ]
     for train_state, ev, ev_state, expected in cases:
         write_record(paths, LaunchRecord(make_plan(cfg, "slurm", array_size=1001), "test", jobs=jobs + ([ev] if ev else [])))
-        states = {"100": JobState("COMPLETED"), "101": JobState(train_state), **({"102": JobState(ev_state)} if ev else {})}
+        states = {"100": JobState("COMPLETED"), "101": JobState(train_state)}
+        if ev:
+            assert ev_state is not None
+            states["102"] = JobState(ev_state)
         monkeypatch.setattr(scheduler, "query", lambda ids, user=None, s=states: s)
         submitted.clear()
         resume_mod.resume(paths.root)
         assert submitted == expected, (train_state, ev_state, submitted)
         record = read_record(paths)
+        assert record is not None
         trains = [j for j in record.jobs if j.stage == "train"]
         if expected:
             assert record.jobs[-1].stage == "eval" and record.jobs[-1].dependency == f"afterok:{trains[-1].job_id}"

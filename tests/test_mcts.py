@@ -244,8 +244,8 @@ def test_lazy_expansion_changes_no_search_and_bounds_its_memory(algorithm):
                 s.step(trees)
                 if algorithm == "gumbel":
                     for t in trees:
-                        if not s.gumbel_started(t) and s.num_moves(t):
-                            s.start_gumbel(t, np.zeros(s.num_moves(t)), cfg.simulations)
+                        if not s.gumbel_started(t) and (n := s.num_moves(t)):
+                            s.start_gumbel(t, np.zeros(n), cfg.simulations)
             pending = max(pending, s.forest.pending_rows)
             res = [s.result(t, pv_length=4) for t in trees]
             results.append([(r.moves, r.priors.tobytes(), r.visits.tobytes(), r.value, r.pv,

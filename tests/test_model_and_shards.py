@@ -45,6 +45,7 @@ def test_evaluator_folds_batch_norms_into_the_same_function(se, material):
     gen = torch.Generator().manual_seed(0)
     for m in net.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
+            assert m.running_mean is not None and m.running_var is not None  # (it tracks running statistics)
             m.running_mean.copy_(torch.randn(m.num_features, generator=gen))
             m.running_var.copy_(torch.rand(m.num_features, generator=gen) * 3 + 0.2)
             m.weight.data.copy_(torch.randn(m.num_features, generator=gen))
@@ -77,7 +78,7 @@ def test_evaluator_precision_bf16_answers_close_to_float32_and_auto_keeps_float3
     np.testing.assert_allclose(half[0], exact[0], atol=0.1 * max(1.0, float(np.abs(exact[0]).max())))
     np.testing.assert_allclose(half[1], exact[1], atol=0.05)
     with pytest.raises(ConfigError, match="mcts.precision"):
-        MCTSConfig(precision="fp8")
+        MCTSConfig(precision="fp8")  # type: ignore[arg-type]  # not a precision: refused
 
 
 @pytest.mark.parametrize("precision", ["float32", "bf16"])

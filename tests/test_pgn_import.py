@@ -373,11 +373,11 @@ def test_slurm_import_array_then_pretraining_before_the_first_self_play(slurm_cl
     r = slurm_cli("resume", str(run))
     assert r.returncode == 0, r.stderr
     record = json.loads((run / "launch.json").read_text())
-    again = [j for j in record["jobs"] if j["generation"] == -1]
-    assert [j["attempt"] for j in again] == [1, 2], again
-    assert again[1]["dependency"] in (f"afterok:{imports[0]}", "")
+    pre = [j for j in record["jobs"] if j["generation"] == -1]
+    assert [j["attempt"] for j in pre] == [1, 2], pre
+    assert pre[1]["dependency"] in (f"afterok:{imports[0]}", "")
     sp0 = [j for j in record["jobs"] if j["generation"] == 0 and j["stage"] == "selfplay"]
-    assert sp0[-1]["dependency"] == f"afterok:{again[1]['job_id']}", sp0
+    assert sp0[-1]["dependency"] == f"afterok:{pre[1]['job_id']}", sp0
     deadline = time.time() + 400
     while time.time() < deadline and not (run / "models" / "gen-0001.pt").exists():
         time.sleep(3)
@@ -407,6 +407,7 @@ def test_learning_check_a_network_trained_only_on_stockfish_games_beats_random(t
                              workers=2, echo=lambda s: None)
     (entry,) = entries
     assert entry["opponent"] == "random" and entry["games"] == 10 and entry["adjudicate_material"] == 0
+    assert entry["elo_low"] is not None, entry
     assert entry["elo_low"] > 0, entry  # the lower end of the 95% interval is above random
     ledger = [json.loads(x) for x in (tmp_path / "run" / "eval" / "ledger.jsonl").read_text().splitlines()]
     assert [(e["player"], e["opponent"]) for e in ledger] == [("gen:0", "random")]

@@ -21,7 +21,7 @@ from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleR
                                           fit_scale, load_scale, render_table, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
-from .conftest import run_cli, slurm_cli
+from .conftest import rated, run_cli, slurm_cli
 from .test_evaluate import eval_run  # noqa: F401 - the fixture
 
 
@@ -58,17 +58,21 @@ def test_pinned_players_fix_the_scale_and_their_uncertainty_widens_the_interval(
     matches = [("net", "a", MatchScore(60, 0, 40)), ("net", "b", MatchScore(30, 0, 70))]
     exact = fit_ratings(matches, "b", 1000.0, pinned={"a": (700.0, 0.0)})
     assert exact["a"].elo == 700.0 and exact["b"].elo == 1000.0
-    assert 700 < exact["net"].elo < 1000
+    net, exact_low, exact_high = rated(exact["net"])
+    assert 700 < net < 1000
     loose = fit_ratings(matches, "b", 1000.0, pinned={"a": (700.0, 60.0)})
-    assert loose["net"].elo == pytest.approx(exact["net"].elo)
-    w_exact = exact["net"].high - exact["net"].low
-    w_loose = loose["net"].high - loose["net"].low
+    assert loose["net"].elo == pytest.approx(net)
+    _, loose_low, loose_high = rated(loose["net"])
+    w_exact = exact_high - exact_low
+    w_loose = loose_high - loose_low
     assert w_loose > w_exact + 10  # a's 60 Elo of uncertainty carries into the net's rating
     # Against a single pinned rung the net's rating moves one for one with it: sd adds in quadrature.
     one = fit_ratings([("net", "a", MatchScore(50, 0, 50))], "b", 1000.0, pinned={"a": (700.0, 60.0)})
     alone = fit_ratings([("net", "a", MatchScore(50, 0, 50))], "a", 700.0)
-    half_match = (alone["net"].high - alone["net"].low) / 2
-    assert (one["net"].high - one["net"].low) / 2 == pytest.approx(math.hypot(half_match, 1.959964 * 60), rel=1e-3)
+    _, alone_low, alone_high = rated(alone["net"])
+    half_match = (alone_high - alone_low) / 2
+    _, one_low, one_high = rated(one["net"])
+    assert (one_high - one_low) / 2 == pytest.approx(math.hypot(half_match, 1.959964 * 60), rel=1e-3)
 
 
 # -- the rating search, against a player of known strength ----------------------------------------------
@@ -94,7 +98,7 @@ def test_climb_brackets_and_rates_a_player_of_known_strength(truth):
         assert r.half >= r.match_half  # the rungs' uncertainty only widens it
         covered += r.low <= truth <= r.high
         games.append(r.games)
-        most = max(r.games_per_rung, key=r.games_per_rung.get)  # most games against a rung next to the truth
+        most = max(r.games_per_rung, key=r.games_per_rung.__getitem__)  # most games against a rung next to the truth
         assert abs(float(most[1:]) - truth) <= 300, r
         far = [n for n in r.games_per_rung if abs(float(n[1:]) - truth) > 600]
         assert sum(r.games_per_rung[n] for n in far) <= 10  # a rung far away gets a probe at most
@@ -119,7 +123,11 @@ def test_climb_continues_from_games_already_played():
     again = climb("net", rungs, never, played=blocks, target=75.0)
     assert (again.elo, again.games, again.games_per_rung) == (first.elo, first.games, first.games_per_rung)
     more = []
-    wider = climb("net", rungs, lambda *a: more.append(a) or sim(*a), played=blocks, target=40.0)
+
+    def record_more(*a):
+        more.append(a)
+        return sim(*a)
+    wider = climb("net", rungs, record_more, played=blocks, target=40.0)
     assert more and wider.games > first.games and wider.match_half <= 40.0
 
 
@@ -166,8 +174,11 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
               for seed in range(3)]
     near = climb("net", rungs, lambda *a: pytest.fail("nothing to play"), played=played, target=1000.0)
     calls = []
-    climb("net", rungs, lambda *a: calls.append(a[:2]) or per_block(800.0, 9)(*a), played=played,
-          target=near.match_half * 0.97, jobs=8)
+
+    def record_call(*a):
+        calls.append(a[:2])
+        return per_block(800.0, 9)(*a)
+    climb("net", rungs, record_call, played=played, target=near.match_half * 0.97, jobs=8)
     assert 1 <= len(calls) <= 2, calls
 
 
@@ -227,8 +238,10 @@ def test_climb_after_a_cut_round_plays_past_the_highest_seed():
     calls = []
     played = [("r600", MatchScore(12, 0, 8), 0), ("r600", MatchScore(11, 1, 8), 1), ("r900", MatchScore(4, 0, 6), 0),
               ("r900", MatchScore(8, 2, 10), 2)]
-    climb("net", rungs, lambda *a: calls.append((a[0].name, *a[1:4])) or per_block(750.0, 1)(*a), played=played,
-          target=75.0, max_games=90)
+    def record_call(*a):
+        calls.append((a[0].name, *a[1:4]))
+        return per_block(750.0, 1)(*a)
+    climb("net", rungs, record_call, played=played, target=75.0, max_games=90)
     assert calls[0] == ("r900", 20, 3, 15), calls  # r900 has fewer games: the next block is its, past seed 2
 
 
@@ -405,6 +418,7 @@ def test_a_killed_rating_leaves_no_pool_worker_behind():
               "pool = RecordingPool(1)\nprint(pool._pool.submit(os.getpid).result(), flush=True)\ntime.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
+        assert parent.stdout is not None
         worker = int(parent.stdout.readline())
     finally:
         parent.send_signal(signal.SIGKILL)
@@ -474,7 +488,12 @@ def test_the_evaluation_stage_rates_on_the_scale_and_a_rerun_continues(eval_run,
     paths.config.write_text(cfg_text)
     assert read_run_config(paths).eval.scale and not cfg.eval.scale
     asked = []
-    monkeypatch.setattr(stage, "rate_on_scale", lambda *a, _rate=stage.rate_on_scale, **k: asked.append(k["jobs"]) or _rate(*a, **k))
+    rate_on_scale = stage.rate_on_scale
+
+    def rate_noting_jobs(*a, **k):
+        asked.append(k["jobs"])
+        return rate_on_scale(*a, **k)
+    monkeypatch.setattr(stage, "rate_on_scale", rate_noting_jobs)
     progress = stage.evaluate_generation(eval_run, 1, device="cpu", echo=lambda s: None)
     assert progress.status == "done", progress.errors
     assert asked == [2]  # eval.scale_jobs reaches the rating

@@ -55,6 +55,7 @@ def test_workers_play_the_same_games_as_one_process(tmp_path, pipeline):
         over = FAST + [f"selfplay.search_workers={k}", f"selfplay.pipeline={str(pipeline and k > 0).lower()}"]
         p = run_selfplay_task(runs[k], 0, 1, 2, overrides=over, evaluator=ev)  # task 1 of 2: its seeds and share
         assert p.status == "done" and p.games_in_shards == 6 and p.search_workers == k
+    assert isinstance(ev, SlowMaterial)  # k = 2's
     assert ev.largest > 2  # halves of 2 and 1 leaves, or one worker's 3: several requests shared batches
     assert len(p.search_worker_pids) == 2 and os.getpid() not in p.search_worker_pids
     one, two = _shards(runs[0]), _shards(runs[2])
@@ -67,9 +68,10 @@ def test_workers_play_the_same_games_as_one_process(tmp_path, pipeline):
             np.testing.assert_array_equal(value, getattr(b.positions, key), err_msg=f"{name} positions.{key}")
     meta = [json.loads(p.read_text()) for r in (runs[0], runs[2]) for p in sorted((r / "selfplay").rglob("shard-*.json"))]
     assert [m["stats"] for m in meta[:3]] == [m["stats"] for m in meta[3:]]
-    progress = [read_progress(RunPaths(r).progress(0, 1)) for r in (runs[0], runs[2])]
+    single, pooled = (read_progress(RunPaths(r).progress(0, 1)) for r in (runs[0], runs[2]))
+    assert single is not None and pooled is not None
     for key in ("positions", "games_in_shards", "simulations_this_attempt", "terminations"):
-        assert progress[0][key] == progress[1][key], key
+        assert single[key] == pooled[key], key
 
 
 def test_server_merges_workers_leaves_and_workers_never_import_torch(tmp_path):
@@ -102,7 +104,7 @@ def test_worker_error_fails_the_task_with_its_message(tmp_path):
         run_selfplay_task(run, 0, 0, 1, overrides=FAST + ["selfplay.search_workers=2"], evaluator=MaterialEvaluator(2))
     assert time.monotonic() - t0 < 60
     p = read_progress(RunPaths(run).progress(0, 0))
-    assert p["status"] == "failed" and "search worker" in p["error"]
+    assert p is not None and p["status"] == "failed" and "search worker" in p["error"]
     for pid in p["search_worker_pids"]:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
@@ -148,7 +150,7 @@ def test_killed_worker_is_reported_and_replaced(tmp_path):
     assert proc.returncode == 0, err
     assert f"(pid {victim}) was killed by SIGKILL" in err and "restarting it (1 of 2)" in err
     final = read_progress(RunPaths(run).progress(0, 0))
-    assert final["status"] == "done" and final["search_worker_restarts"] == 1
+    assert final is not None and final["status"] == "done" and final["search_worker_restarts"] == 1
     assert final["games_in_shards"] == 16 and victim not in final["search_worker_pids"]
     shown = run_cli("status", str(run))
     assert shown.returncode == 0 and "search workers restarted 1x" in shown.stdout, shown.stdout
@@ -170,7 +172,7 @@ def test_worker_deaths_beyond_the_limit_end_the_task_with_one_clear_line(tmp_pat
     last = err.strip().splitlines()[-1]
     assert f"search worker 0 (pid {victim}) was killed by SIGKILL" in last and "selfplay.search_worker_restarts" in last
     final = read_progress(RunPaths(run).progress(0, 0))
-    assert final["status"] == "failed" and "killed by SIGKILL" in final["error"]
+    assert final is not None and final["status"] == "failed" and "killed by SIGKILL" in final["error"]
     assert not _alive(other)
     for name, shard in _shards(run).items():  # what was written is complete; the rest is played on the next run
         assert len(shard) > 0, name

@@ -39,12 +39,13 @@ def test_selfplay_task_gives_up_after_max_attempts_slices_without_a_shard(tmp_pa
     for attempt in range(3):  # each start is too late for a shard: a stopped slice (requeued), not a failure
         p = run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2), deadline=_Short(None))
         assert p.status == "stopped" and "started with 10 s left, below slurm.stop_margin_s" in p.error
-        assert read_task_progress(RunPaths(tmp_path).progress(0, 0)).stalled == attempt
+        progress = read_task_progress(RunPaths(tmp_path).progress(0, 0))
+        assert progress is not None and progress.stalled == attempt
     with pytest.raises(AzhpcError, match=r"self-play task 0 made no progress in 3 slices in a row \(slurm.max_attempts=3\): "
                                          r"still at 0 of \d+ shards; a shard must fit in one slice"):
         run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2))
-    p = read_task_progress(RunPaths(tmp_path).progress(0, 0))
-    assert p.status == "failed" and "no progress in 3 slices" in p.error
+    progress = read_task_progress(RunPaths(tmp_path).progress(0, 0))
+    assert progress is not None and progress.status == "failed" and "no progress in 3 slices" in progress.error
 
 
 def test_selfplay_task_with_progress_in_every_slice_runs_on(tmp_path):
@@ -141,6 +142,7 @@ def test_a_child_tied_to_its_parent_dies_with_it():
     code = ("import subprocess, sys; from alphazero_hpc.cluster.procs import die_with_parent; "
             "p = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent); print(p.pid, flush=True); p.wait()")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
     child = int(parent.stdout.readline())
     assert pid_alive(child)
     parent.send_signal(signal.SIGKILL)

@@ -27,7 +27,7 @@ def drive(tuner: StepThreads, cost: dict[int, float], steps: int) -> list[int]:
 
 
 def test_a_busy_machine_gets_one_thread_after_one_slow_step():
-    lines = []
+    lines: list[str] = []
     tuner = StepThreads(cpu=True, log=lines.append)
     used = drive(tuner, {1: 0.04, 2: 0.6}, 10)
     assert tuner.chosen == 1 and used[:3] == [2, 1, 2] and set(used[3:]) == {1}  # warm step, one clear pair
@@ -41,7 +41,7 @@ def test_a_quiet_machine_keeps_every_thread_after_two_pairs():
 
 
 def test_load_arriving_mid_run_is_measured_again():
-    lines = []
+    lines: list[str] = []
     tuner = StepThreads(cpu=True, log=lines.append, window=8)
     drive(tuner, {1: 0.05, 2: 0.03}, 10)
     assert tuner.chosen == 2
@@ -54,7 +54,7 @@ def test_times_that_move_with_the_batch_mix_are_measured_again_ever_more_rarely_
     threshold from one window to the next while one thread stays the faster count. Each measurement that keeps the
     count doubles the window: over 4000 steps a handful of measurements (each one slow step at two threads), not one
     every other window (~125), and no line after the first."""
-    lines = []
+    lines: list[str] = []
     tuner = StepThreads(cpu=True, log=lines.append, window=16, max_window=1024)
     used = []
     for step in range(4000):
@@ -71,7 +71,7 @@ def test_times_that_move_with_the_batch_mix_are_measured_again_ever_more_rarely_
 def test_after_quiet_measurements_a_load_that_leaves_is_still_found_and_said():
     """Backing off does not stop the tuner from following the load: once the other process leaves and two threads
     are faster, it changes the count, says so, and checks at the base window again."""
-    lines = []
+    lines: list[str] = []
     tuner = StepThreads(cpu=True, log=lines.append, window=8, max_window=64)
     for step in range(600):  # busy: one thread far faster, step times moving with the batch mix
         tuner.before_step()
@@ -123,7 +123,7 @@ def test_nothing_is_tuned_on_a_gpu_with_one_thread_or_a_fixed_count(monkeypatch)
 def test_a_slow_trial_step_does_not_cause_a_second_measurement():
     """The trial's single step at the kept count was slow (a busy moment); the steps after it are faster. The
     reference is the first window after the decision, so nothing is measured again."""
-    lines = []
+    lines: list[str] = []
     tuner = StepThreads(cpu=True, log=lines.append, window=8)
     times = iter([0.05, 0.10, 1.5] + [0.035] * 40)  # warm step; 1 thread slow once; 2 threads far slower
     used = []
@@ -139,6 +139,7 @@ def test_an_evaluator_on_a_busy_cpu_ends_on_one_thread(monkeypatch):
     slow with two threads (a busy machine, played here by a model that waits when torch has two) ends on one and
     says so once; its answers are the network's."""
     import time
+    from typing import cast
 
     import numpy as np
 
@@ -146,7 +147,7 @@ def test_an_evaluator_on_a_busy_cpu_ends_on_one_thread(monkeypatch):
     from alphazero_hpc.game.encoding import num_planes
     from alphazero_hpc.net import inference
     from alphazero_hpc.net.inference import TorchEvaluator
-    from alphazero_hpc.net.model import build_model
+    from alphazero_hpc.net.model import AlphaZeroNet, build_model
 
     monkeypatch.setattr(inference, "_fold_batch_norms", lambda model: model)  # fx would trace the wait away
 
@@ -161,8 +162,8 @@ def test_an_evaluator_on_a_busy_cpu_ends_on_one_thread(monkeypatch):
             return self.net(x)
 
     net = build_model(ModelConfig(), seed=0)
-    lines = []
-    ev = TorchEvaluator(Busy(net), "cpu", "float32")
+    lines: list[str] = []
+    ev = TorchEvaluator(cast(AlphaZeroNet, Busy(net)), "cpu", "float32")  # a Module with the net's cfg stands in for it
     ev.tune_threads(log=lines.append)
     planes = np.random.default_rng(0).random((32, num_planes(net.cfg.history), 8, 8), dtype=np.float32)
     for _ in range(8):

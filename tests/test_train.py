@@ -122,9 +122,10 @@ def test_a_corrupt_new_shard_is_set_aside_played_again_then_trained(tmp_path):
     assert "Traceback" not in res.stderr and not paths.model(1).exists()
     assert victim.with_name(victim.name + ".bad").exists() and 3 not in paths.complete_shards(0, 0)
     progress = read_task_progress(paths.progress(0, 0))
-    assert progress.status == "stopped" and "shard 3 set aside" in progress.error
+    assert progress is not None and progress.status == "stopped" and "shard 3 set aside" in progress.error
     run_selfplay_task(tmp_path, 0, 0, 1, TINY, DATA, evaluator=UniformEvaluator(2))
-    assert read_task_progress(paths.progress(0, 0)).status == "done"
+    progress = read_task_progress(paths.progress(0, 0))
+    assert progress is not None and progress.status == "done"
     games = []
     for k in paths.complete_shards(0, 0):
         with h5py.File(paths.shard(0, 0, k)) as f:
@@ -306,21 +307,26 @@ def _later_by_hand(game, ply, root, result, horizon):
 
 def test_later_value_reads_the_same_game_further_on_from_the_rows_side():
     from types import SimpleNamespace
+    from typing import cast
+
+    from alphazero_hpc.store.shards import ShardData
     from alphazero_hpc.train.data import later_value
 
     # one game, plies 0 1 3 4 recorded: ply 0 reads ply 3 (other side to move: negated), ply 1 reads ply 3 as it is
     # stored, plies 3 and 4 have nothing 2 plies on and read the result
-    one = SimpleNamespace(game_id=np.zeros(4, np.uint32), ply=np.array([0, 1, 3, 4], np.uint16),
-                          root_value=np.array([0.1, 0.2, 0.5, -0.3], np.float16), value_target=np.array([1, -1, -1, 1], np.int8))
+    # (SimpleNamespaces with only the columns later_value reads stand in for ShardData)
+    one = cast(ShardData, SimpleNamespace(game_id=np.zeros(4, np.uint32), ply=np.array([0, 1, 3, 4], np.uint16),
+                                          root_value=np.array([0.1, 0.2, 0.5, -0.3], np.float16),
+                                          value_target=np.array([1, -1, -1, 1], np.int8)))
     np.testing.assert_allclose(later_value(one, 2), [-0.5, 0.5, -1.0, 1.0], atol=1e-3)
     # many interleaved games, rows shuffled, plies with gaps: the same as the definition row by row
     rng = np.random.default_rng(5)
     game = np.repeat(np.arange(7), 30)
     ply = np.concatenate([np.sort(rng.choice(120, 30, replace=False)) for _ in range(7)])
     perm = rng.permutation(len(game))
-    data = SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
-                           root_value=rng.uniform(-1, 1, len(game)).astype(np.float16),
-                           value_target=rng.integers(-1, 2, len(game)).astype(np.int8))
+    data = cast(ShardData, SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
+                                           root_value=rng.uniform(-1, 1, len(game)).astype(np.float16),
+                                           value_target=rng.integers(-1, 2, len(game)).astype(np.int8)))
     for horizon in (1, 4, 9):
         want = _later_by_hand(data.game_id, data.ply, data.root_value, data.value_target, horizon)
         np.testing.assert_allclose(later_value(data, horizon), want, atol=1e-6)
@@ -382,16 +388,20 @@ def _gain_by_hand(game, ply, white, turn, horizon):
 
 def test_material_gain_reads_the_same_game_further_on_from_the_rows_side(monkeypatch):
     from types import SimpleNamespace
+    from typing import cast
 
     import alphazero_hpc.train.data as loader
+    from alphazero_hpc.store.shards import ShardData
 
     rng = np.random.default_rng(8)
     game = np.repeat(np.arange(6), 25)
     ply = np.concatenate([np.sort(rng.choice(100, 25, replace=False)) for _ in range(6)])
     perm = rng.permutation(len(game))
     white = rng.integers(-12, 13, len(game)).astype(np.float32)
-    data = SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
-                           positions=SimpleNamespace(bitboards=white, turn=rng.integers(0, 2, len(game)).astype(bool)))
+    # a SimpleNamespace with only what material_gain reads stands in for ShardData (bitboards: balances, see below)
+    data = cast(ShardData, SimpleNamespace(game_id=game[perm].astype(np.uint32), ply=ply[perm].astype(np.uint16),
+                                           positions=SimpleNamespace(bitboards=white,
+                                                                     turn=rng.integers(0, 2, len(game)).astype(bool))))
     monkeypatch.setattr(loader, "white_material", lambda bitboards: bitboards)  # the balances above, per row
     for horizon in (1, 4, 30):
         want = _gain_by_hand(data.game_id, data.ply, white, data.positions.turn, horizon)
@@ -412,10 +422,14 @@ def test_the_material_head_learns_its_target_and_search_never_sees_it(tmp_path):
     assert last < 0.7 * first, (first, last)
     model, _ = load_model(paths.model(1))
     model.eval()
-    x = torch.zeros(3, *model.stem[0].weight.shape[1:2], 8, 8)
+    stem = model.stem[0]
+    assert isinstance(stem, torch.nn.Conv2d), stem
+    x = torch.zeros(3, *stem.weight.shape[1:2], 8, 8)
     assert len(model(x)) == 2 and model(x, material=True)[2].shape == (3,)
     from alphazero_hpc.net.model import build_model
 
     plain = build_model(load_config(None, []).model)
+    stem = plain.stem[0]
+    assert isinstance(stem, torch.nn.Conv2d), stem
     with pytest.raises(ValueError, match="no material head"):
-        plain(torch.zeros(1, *plain.stem[0].weight.shape[1:2], 8, 8), material=True)
+        plain(torch.zeros(1, *stem.weight.shape[1:2], 8, 8), material=True)

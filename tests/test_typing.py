@@ -1,5 +1,5 @@
 """The package and the tests type-check: mypy (pinned in setup.cfg's test extra, configured in its ``[mypy]``
-section) finds no error in ``alphazero_hpc`` (every function) or in ``tests`` (the annotated functions). Two
+section) finds no error in ``alphazero_hpc`` or in ``tests`` (every function, annotated or not). Two
 benchmark commands once died on a function that another change had moved (the import sat inside the function, so
 neither ruff nor any test reached it); mypy named both. This keeps that class of bug, and Optional values used
 without a check, out of the package."""

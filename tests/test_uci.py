@@ -20,6 +20,7 @@ def engine(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("uci") / "gen-0003.pt"
     save_checkpoint(ckpt, build_model(ModelConfig(blocks=1, filters=16, history=2), seed=3), generation=3)
     azhpc = shutil.which("azhpc", path=str(Path(sys.executable).parent))
+    assert azhpc is not None, "the azhpc console script is not installed next to this python"
     eng = chess.engine.SimpleEngine.popen_uci([azhpc, "uci", "--checkpoint", str(ckpt), "--simulations", "8",
                                                "--device", "cpu"], timeout=60)
     yield eng
