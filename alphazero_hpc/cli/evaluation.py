@@ -132,6 +132,37 @@ def elo(run_dir: Path, anchor: str, adjudicate_material: int, as_json: bool, sca
 
 
 @main.command()
+@click.argument("run_dirs", metavar="RUN...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--tag", default="", help="The play setting, as azhpc elo names it after '@' (e.g. puct800,T=3,reuse) "
+                                         "[default: each run's own search].")
+@click.option("--generation", type=click.IntRange(min=0), help="This generation of every run [default: each run's last rated one].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--scale-table", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A scale table of azhpc ladder fit [default: the one shipped with azhpc].")
+def seeds(run_dirs: tuple[Path, ...], tag: str, generation: int | None, as_json: bool, scale_table: Path | None) -> None:
+    """The runs of one recipe (one per seed) on the calibrated scale: each run's rating, their mean with its 95%
+    interval, and where one more run should land."""
+    from ..evaluate.scale import ANCHOR_NOTE, SCALE_NAME
+    from ..evaluate.seeds import rate_runs
+
+    s = rate_runs(list(run_dirs), tag, generation, scale_table)
+    if as_json:
+        click.echo(json.dumps({"scale": SCALE_NAME, "tag": tag, **{k: v for k, v in s.__dict__.items() if k != "runs"},
+                               "runs": [{**r.__dict__, "run": str(r.run)} for r in s.runs]}, indent=1))
+        return
+    w = max(len(str(r.run)) for r in s.runs)
+    p = max(len(r.player) for r in s.runs)
+    click.echo(f"{'run':<{w}}  {'player':<{p}} {'Elo':>6}  {'95% interval':>14}  {'games':>5}")
+    for r in s.runs:
+        click.echo(f"{str(r.run):<{w}}  {r.player:<{p}} {r.elo:>6.0f}  [{r.low:>5.0f}, {r.high:>5.0f}]  {r.games:>5}")
+    click.echo(f"{len(s.runs)} runs: mean {s.mean:.0f}, standard deviation {s.sd:.0f}; the mean's 95% interval "
+               f"[{s.mean_low:.0f}, {s.mean_high:.0f}] (Student's t, {s.df} degrees of freedom); one more run: "
+               f"[{s.next_low:.0f}, {s.next_high:.0f}] (95% prediction); spread between runs beyond the ratings' "
+               f"own error ~{s.between_sd:.0f}")
+    click.echo(f"(on the {SCALE_NAME}, {ANCHOR_NOTE})")
+
+
+@main.command()
 @click.option("--checkpoint", type=click.Path(path_type=Path), required=True, help="Network to play, e.g. RUN/models/gen-0010.pt.")
 @click.option("--simulations", type=click.IntRange(min=1), default=200, show_default=True,
               help="Simulations per move when go gives no limit (go nodes/movetime/wtime override it).")
