@@ -60,9 +60,25 @@ def test_seeds_takes_each_runs_last_network_at_the_setting_and_sums_them_up(tmp_
     assert s.mean == pytest.approx(statistics.mean(elos)) and s.sd == pytest.approx(statistics.stdev(elos))
     assert s.mean_high - s.mean == pytest.approx(4.303 * s.sd / math.sqrt(3), rel=1e-3)
     assert s.next_high - s.mean == pytest.approx(4.303 * s.sd * math.sqrt(1 + 1 / 3), rel=1e-3)
-    assert s.mean - s.mean_low == pytest.approx(s.mean_high - s.mean)
-    own_var = float(np.mean([((r.high - r.low) / (2 * 1.959964)) ** 2 for r in s.runs]))
-    assert s.between_sd == pytest.approx(math.sqrt(max(s.sd ** 2 - own_var, 0)), rel=1e-3)
+
+    # the games' own error: the same fit on a copy of the table whose rungs are exact
+    exact_table = tmp_path / "exact.json"
+    data = json.loads(table.read_text())
+    data["rungs"] = [{**r, "low": r["elo"], "high": r["elo"]} for r in data["rungs"]]
+    exact_table.write_text(json.dumps(data))
+    games_var = []
+    for run, r in zip(runs, s.runs):
+        fitted = {x.name: x for x in run_ladder(run, scale=True, table=exact_table, write=False)[0]}[r.player]
+        assert fitted.low is not None and fitted.high is not None
+        assert r.games_half == pytest.approx((fitted.high - fitted.low) / 2) and r.games_half < (r.high - r.low) / 2
+        games_var.append((r.games_half / 1.959964) ** 2)
+    assert s.between_sd == pytest.approx(math.sqrt(max(s.sd ** 2 - float(np.mean(games_var)), 0)), rel=1e-3)
+    calibration_var = [((r.high - r.low) / (2 * 1.959964)) ** 2 - v for r, v in zip(s.runs, games_var)]
+    assert s.calibration_half == pytest.approx(1.959964 * math.sqrt(float(np.mean(calibration_var))), rel=1e-3)
+    assert 10 < s.calibration_half < 80  # the rungs' +-78 (sd 40) at 95%, shared out over the games
+    low, high = s.mean_interval_calibrated
+    assert low < s.mean_low and high > s.mean_high
+    assert high - s.mean == pytest.approx(math.hypot(s.mean_high - s.mean, s.calibration_half))
 
 
 
@@ -78,14 +94,30 @@ def test_seeds_picks_a_generation_and_says_which_run_lacks_it(tmp_path):
     at4 = rate_runs(runs, "puct800,T=3,reuse", generation=4, table=table)
     assert [r.player for r in at4.runs] == ["gen:4@puct800,T=3,reuse"] * 2
     assert at4.mean > rate_runs(runs, "puct800,T=3,reuse", table=table).mean  # the stronger scores
-    with pytest.raises(AzhpcError, match=r"s1: a network rated at its run's own search .*gen:9@puct800"):
+    with pytest.raises(AzhpcError, match=r"s1: a network rated at its own search is not in its ledger \(it rates "
+                                         r"networks at: puct800,T=3,reuse\): pick one with --tag"):
         rate_runs(runs, "", table=table)
     with pytest.raises(AzhpcError, match="at least two runs"):
         rate_runs(runs[:1], "puct800,T=3,reuse", table=table)
     with pytest.raises(AzhpcError, match="named twice"):
         rate_runs([runs[0], runs[0] / ".." / "s1"], "puct800,T=3,reuse", table=table)
-    with pytest.raises(AzhpcError, match="no evaluations"):
+    with pytest.raises(AzhpcError, match=r"empty: no evaluation ledger .*azhpc evaluate \S+empty --generation G --scale"):
         rate_runs([runs[0], tmp_path / "empty"], "puct800,T=3,reuse", table=table)
+    unrated = RunPaths(tmp_path / "unrated")  # a ledger with no match against a rung of the scale
+    append_entry(unrated, {"key": "k", "player": "gen:3", "opponent": "gen:1", "wins": 5, "draws": 0, "losses": 5})
+    with pytest.raises(AzhpcError, match=r"no match .* against a rung .*--scale first"):
+        rate_runs([runs[0], unrated.root], "puct800,T=3,reuse", table=table)
+
+
+def test_seeds_takes_generation_zero_and_a_tag_written_with_its_at(tmp_path):
+    table = small_table(tmp_path)
+    runs = [a_run(tmp_path, "s1", [(20, 0, 0), (15, 2, 3), (6, 2, 12)], generation=0),
+            a_run(tmp_path, "s2", [(20, 0, 0), (18, 1, 1), (10, 2, 8)], generation=0)]
+    a_run(tmp_path, "s1", [(20, 0, 0), (20, 0, 0), (20, 0, 0)], generation=2)
+    a_run(tmp_path, "s2", [(20, 0, 0), (20, 0, 0), (20, 0, 0)], generation=2)
+    s = rate_runs(runs, "@puct800,T=3,reuse", generation=0, table=table)
+    assert [r.player for r in s.runs] == ["gen:0@puct800,T=3,reuse"] * 2
+    assert s.mean < rate_runs(runs, "puct800,T=3,reuse", table=table).mean  # not generation 2
 
 
 def test_seeds_command_prints_each_run_and_the_mean_or_one_json_object(tmp_path):
@@ -99,8 +131,11 @@ def test_seeds_command_prints_each_run_and_the_mean_or_one_json_object(tmp_path)
     s = rate_runs(runs, "puct800,T=3,reuse", table=table)
     for r in s.runs:
         assert f"{r.player}" in out and f"{r.elo:.0f}" in out
+    low, high = s.mean_interval_calibrated
     assert f"2 runs: mean {s.mean:.0f}" in out and f"[{s.mean_low:.0f}, {s.mean_high:.0f}]" in out
+    assert f"[{low:.0f}, {high:.0f}] with the rungs' calibration" in out
     data = json.loads(run_cli(*args, "--json").stdout)
     assert data["mean"] == pytest.approx(s.mean) and [r["player"] for r in data["runs"]] == [r.player for r in s.runs]
+    assert data["df"] == 1 and data["mean_high_calibrated"] == pytest.approx(high)
     bad = run_cli("seeds", str(runs[0]), "--scale-table", str(table))
     assert bad.returncode == 1 and "at least two runs" in bad.stderr and "Traceback" not in bad.stderr

@@ -146,8 +146,10 @@ def seeds(run_dirs: tuple[Path, ...], tag: str, generation: int | None, as_json:
     from ..evaluate.seeds import rate_runs
 
     s = rate_runs(list(run_dirs), tag, generation, scale_table)
+    low, high = s.mean_interval_calibrated
     if as_json:
         click.echo(json.dumps({"scale": SCALE_NAME, "tag": tag, **{k: v for k, v in s.__dict__.items() if k != "runs"},
+                               "mean_low_calibrated": low, "mean_high_calibrated": high,
                                "runs": [{**r.__dict__, "run": str(r.run)} for r in s.runs]}, indent=1))
         return
     w = max(len(str(r.run)) for r in s.runs)
@@ -156,9 +158,10 @@ def seeds(run_dirs: tuple[Path, ...], tag: str, generation: int | None, as_json:
     for r in s.runs:
         click.echo(f"{str(r.run):<{w}}  {r.player:<{p}} {r.elo:>6.0f}  [{r.low:>5.0f}, {r.high:>5.0f}]  {r.games:>5}")
     click.echo(f"{len(s.runs)} runs: mean {s.mean:.0f}, standard deviation {s.sd:.0f}; the mean's 95% interval "
-               f"[{s.mean_low:.0f}, {s.mean_high:.0f}] (Student's t, {s.df} degrees of freedom); one more run: "
-               f"[{s.next_low:.0f}, {s.next_high:.0f}] (95% prediction); spread between runs beyond the ratings' "
-               f"own error ~{s.between_sd:.0f}")
+               f"[{s.mean_low:.0f}, {s.mean_high:.0f}] from the runs' spread (Student's t, {s.df} degrees of freedom), "
+               f"[{low:.0f}, {high:.0f}] with the rungs' calibration (+-{s.calibration_half:.0f}, shared by every run)")
+    click.echo(f"one more run: [{s.next_low:.0f}, {s.next_high:.0f}] (95% prediction); spread between runs beyond "
+               f"their games' own error ~{s.between_sd:.0f}")
     click.echo(f"(on the {SCALE_NAME}, {ANCHOR_NOTE})")
 
 

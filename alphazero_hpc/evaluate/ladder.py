@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -15,13 +16,15 @@ from .ledger import LedgerEntry, read_ledger, search_tag
 
 
 def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int = 0, write: bool = True,
-               scale: bool | None = None, table: Path | None = None) -> tuple[list[Rating], list[LedgerEntry], bool]:
+               scale: bool | None = None, table: Path | None = None,
+               exact_rungs: bool = False) -> tuple[list[Rating], list[LedgerEntry], bool]:
     """Fit the ladder of a run over the matches scored with ``adjudicate_material`` (0: chess rules only; matches
     scored differently are not mixed); with ``write`` (``azhpc elo``) store it in RUN/eval/ratings.json. Returns
     the table, the matches and whether it is on the calibrated scale.
 
     On the scale (``scale`` True, or None and the chess-rules ledger has a match against an engine rung) every rung
-    of the shipped table (or ``table``) is pinned at its calibrated rating; otherwise ``anchor`` is pinned at 0."""
+    of the shipped table (or ``table``) is pinned at its calibrated rating (``exact_rungs``: taken as exact, so that
+    the intervals hold the players' own games only); otherwise ``anchor`` is pinned at 0."""
     from .scale import SCALE_NAME, has_engine_rung, load_scale, scale_fit
 
     paths = RunPaths(run_dir)
@@ -40,6 +43,8 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     on_scale = bool(scale) if scale is not None else not adjudicate_material and has_engine_rung(names)
     if on_scale:
         rungs = load_scale(table)
+        if exact_rungs:
+            rungs = [dataclasses.replace(r, sd=0.0) for r in rungs]
         if not names & {r.name for r in rungs}:
             raise AzhpcError(f"no match in {paths.ledger} against a rung of the {SCALE_NAME}: "
                              f"run azhpc evaluate {run_dir} --generation G --scale first")
