@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -25,7 +24,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     On the scale (``scale`` True, or None and the chess-rules ledger has a match against an engine rung) every rung
     of the shipped table (or ``table``) is pinned at its calibrated rating (``exact_rungs``: taken as exact, so that
     the intervals hold the players' own games only); otherwise ``anchor`` is pinned at 0."""
-    from .scale import SCALE_NAME, has_engine_rung, load_scale, scale_fit
+    from .scale import SCALE_NAME, exact, has_engine_rung, load_scale, scale_fit
 
     paths = RunPaths(run_dir)
     entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material]
@@ -42,9 +41,7 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
                          "--adjudicate-material 0, or without --scale")
     on_scale = bool(scale) if scale is not None else not adjudicate_material and has_engine_rung(names)
     if on_scale:
-        rungs = load_scale(table)
-        if exact_rungs:
-            rungs = [dataclasses.replace(r, sd=0.0) for r in rungs]
+        rungs = exact(load_scale(table)) if exact_rungs else load_scale(table)
         if not names & {r.name for r in rungs}:
             raise AzhpcError(f"no match in {paths.ledger} against a rung of the {SCALE_NAME}: "
                              f"run azhpc evaluate {run_dir} --generation G --scale first")

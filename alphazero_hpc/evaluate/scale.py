@@ -321,6 +321,12 @@ def load_scale(path: Path | None = None) -> list[ScaleRung]:
     return sorted(out, key=lambda r: r.elo)
 
 
+def exact(rungs: Iterable[ScaleRung]) -> list[ScaleRung]:
+    """The rungs taken as exact (no calibration error): a fit against them gives the part of a player's interval
+    that its own games make, the part that more games shrink."""
+    return [ScaleRung(r.name, r.elo, 0.0, r.timed) for r in rungs]
+
+
 def scale_fit(matches: Sequence[tuple[str, str, MatchScore]], rungs: Sequence[ScaleRung]) -> dict[str, Any]:
     """Ratings of the non-rung players of ``matches`` on the scale: every rung pinned at its calibrated rating."""
     pinned = {r.name: (r.elo, r.sd) for r in rungs}
@@ -419,13 +425,13 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     def room(size: int) -> int:  # blocks that max_games leaves this round (at least one, as played one at a time)
         return max(1, min(jobs, math.ceil((max_games - total()) / size)))
 
-    exact = [ScaleRung(r.name, r.elo, 0.0, r.timed) for r in rungs]
+    exact_rungs = exact(rungs)
 
     def fit() -> Any:
         return scale_fit([(player, n, s) for n, s in history], rungs)[player]
 
     def match_half() -> float:  # the rungs taken as exact: the part of the interval that more games shrink
-        r = scale_fit([(player, n, s) for n, s in history], exact)[player]
+        r = scale_fit([(player, n, s) for n, s in history], exact_rungs)[player]
         return (r.high - r.low) / 2
 
     def score_vs(i: int) -> float:
