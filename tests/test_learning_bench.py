@@ -63,3 +63,44 @@ def test_learn_yaml_is_the_best_arm_and_the_arms_keep_their_meaning():
     for name, overrides in ARMS.items():  # the same arm from either config: nothing left to the base config's choice
         a, b = load_config(learn, list(overrides)), load_config(old, list(overrides))
         assert (a.model, a.mcts, a.selfplay, a.train) == (b.model, b.mcts, b.selfplay, b.train), name
+
+
+def test_a_stopped_generation_counts_the_cpu_it_used(tmp_path, monkeypatch):
+    """A benchmark stopped mid-generation (SIGTERM or Ctrl-C; the supervisor reaps its children) and started again
+    counts the CPU of both attempts at that generation: the work it kept was paid for."""
+    import subprocess
+    import sys
+
+    from alphazero_hpc.errors import AzhpcError
+    from alphazero_hpc.tools import learning
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+    attempts = iter([KeyboardInterrupt, False, True])  # Ctrl-C, a stop the supervisor reports, then the generation ends
+
+    def attempt(*args):
+        subprocess.run([sys.executable, "-c", burn], check=True)  # a child's CPU, as a stage's
+        outcome = next(attempts)
+        if outcome is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return outcome
+
+    monkeypatch.setattr(learning, "_run_generation", attempt)
+    out = BenchmarkPaths(tmp_path / "bench")
+
+    def train():
+        return learning.train_arm(out, "arm", TINY, (), budget_s=0.1, echo=lambda line: None)
+
+    def unfinished():
+        return json.loads(out.summary.read_text())["arms"]["arm"]["unfinished_cpu_s"]
+
+    with pytest.raises(KeyboardInterrupt):
+        train()
+    first = unfinished()
+    assert first >= 0.4
+    with pytest.raises(AzhpcError, match="generation 0 failed or was stopped"):
+        train()
+    assert unfinished() >= first + 0.4  # the second stopped attempt adds to the first
+    arm = train()
+    assert arm.generations == 1 and arm.cpu_s[0] >= 1.2  # all three attempts, not the last one alone
+    saved = json.loads(out.summary.read_text())["arms"]["arm"]
+    assert saved["cpu_s"] == arm.cpu_s and saved["unfinished_cpu_s"] == 0.0

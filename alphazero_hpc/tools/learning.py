@@ -33,7 +33,7 @@ from ..launch.resume import resume
 from ..launch.start import launch
 from ..report.follow import run_local_foreground
 from ..store import atomic
-from ..store.paths import BenchmarkPaths
+from ..store.paths import BenchmarkPaths, RunPaths
 from ..store.runconfig import read_run_config, run_config_if_any
 
 # Every arm names the fields it was measured with, so that configs/learn.yaml (the best arm) can change without
@@ -271,6 +271,9 @@ class ArmResult:
     generations: int  # networks trained (models/gen-1 .. gen-N)
     cpu_s: list[float]  # CPU seconds used by the end of each generation's training
     wall_s: float
+    # CPU seconds that stopped attempts at the next generation used (a benchmark stopped with SIGTERM or Ctrl-C
+    # mid-generation, whose shards and training state the next attempt keeps): counted when that generation ends
+    unfinished_cpu_s: float = 0.0
 
 
 def children_cpu_s() -> float:
@@ -282,28 +285,47 @@ def children_cpu_s() -> float:
 def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[str], budget_s: float,
               echo: Callable[[str], None], max_generations: int = 1000) -> ArmResult:
     """Generations of the local pipeline until the arm has used ``budget_s`` CPU seconds (the generation that
-    crosses the budget finishes). An arm whose folder exists continues from it."""
+    crosses the budget finishes). An arm whose folder exists continues from it; the CPU that a stopped attempt at a
+    generation used (stopped by SIGTERM or SIGINT, whose children the supervisor reaps) counts as spent as well."""
     paths = out.arm(name)
     cpu_s: list[float] = []
     t0, c0 = time.perf_counter(), children_cpu_s()
     previous = _previous(out, name)
     if previous is not None:  # a benchmark started again: the arm's finished generations count as spent
-        cpu_s, c0 = list(previous.cpu_s), c0 - (previous.cpu_s[-1] if previous.cpu_s else 0.0)
+        cpu_s = list(previous.cpu_s)
+        c0 -= (cpu_s[-1] if cpu_s else 0.0) + previous.unfinished_cpu_s
     g = len(cpu_s)
+
+    def keep_unfinished() -> None:  # stopped or failed: what this attempt used waits for the generation's end
+        spent = children_cpu_s() - c0 - (cpu_s[-1] if cpu_s else 0.0)
+        _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, spent))
+
     while (not cpu_s or cpu_s[-1] < budget_s) and g < max_generations:
-        if not paths.launch_record.exists():
-            launch(paths.root, config, [*overrides, *COMMON, "run.generations=1"], cluster="local", detach=False)
-        else:
-            result = resume(paths.root, generations=g + 1, detach=False)
-            if result.gave_up:
-                raise AzhpcError(f"arm {name}: " + "; ".join(result.gave_up))
-        if not run_local_foreground(paths.root, echo=lambda line: echo(f"[{name}] {line}")):
-            raise AzhpcError(f"arm {name}: generation {g} failed; azhpc status {paths.root} says why")
+        try:
+            ok = _run_generation(paths, name, config, overrides, g, echo)
+        except BaseException:
+            keep_unfinished()
+            raise
+        if not ok:
+            keep_unfinished()
+            raise AzhpcError(f"arm {name}: generation {g} failed or was stopped; azhpc status {paths.root} says why, "
+                             "and the same command continues it")
         g += 1
         cpu_s.append(children_cpu_s() - c0)
         echo(f"[{name}] generation {g}: {cpu_s[-1] / 3600:.3f} of {budget_s / 3600:.3f} CPU-hours")
         _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0))
     return ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0)
+
+
+def _run_generation(paths: RunPaths, name: str, config: Path, overrides: Sequence[str], g: int,
+                    echo: Callable[[str], None]) -> bool:
+    if not paths.launch_record.exists():
+        launch(paths.root, config, [*overrides, *COMMON, "run.generations=1"], cluster="local", detach=False)
+    else:
+        result = resume(paths.root, generations=g + 1, detach=False)
+        if result.gave_up:
+            raise AzhpcError(f"arm {name}: " + "; ".join(result.gave_up))
+    return run_local_foreground(paths.root, echo=lambda line: echo(f"[{name}] {line}"))
 
 
 def _previous(out: BenchmarkPaths, name: str) -> ArmResult | None:
