@@ -302,14 +302,12 @@ def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[
 
     while (not cpu_s or cpu_s[-1] < budget_s) and g < max_generations:
         try:
-            ok = _run_generation(paths, name, config, overrides, g, echo)
+            if not _run_generation(paths, name, config, overrides, g, echo):
+                raise AzhpcError(f"arm {name}: generation {g} failed or was stopped; azhpc status {paths.root} says "
+                                 "why, and the same command continues it")
         except BaseException:
             keep_unfinished()
             raise
-        if not ok:
-            keep_unfinished()
-            raise AzhpcError(f"arm {name}: generation {g} failed or was stopped; azhpc status {paths.root} says why, "
-                             "and the same command continues it")
         g += 1
         cpu_s.append(children_cpu_s() - c0)
         echo(f"[{name}] generation {g}: {cpu_s[-1] / 3600:.3f} of {budget_s / 3600:.3f} CPU-hours")
