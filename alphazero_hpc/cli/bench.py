@@ -160,7 +160,7 @@ def bench_pretrain_cmd(out_dir: Path, games: int, depth: int, epochs: float, con
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("scratch/learning"), show_default=True,
               help="Benchmark folder: one run folder per arm, benchmark.json, ladder.json (started again, it continues).")
 @click.option("--budget-cpu-hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
-              help="CPU time of self-play and training per arm (every process the arm starts).")
+              help="CPU time of self-play and training per arm (every process the arm starts, a stopped generation's included).")
 @click.option("--arms", default="puct,gumbel8,gumbel8-q,gumbel16,gumbel16-q", show_default=True,
               help="Comma list of: puct (24 simulations), gumbel8, gumbel8-q, gumbel16, gumbel16-q (-q: train.value_target_q_ratio=0.5), "
                    "4x64-bf16 (gumbel16-q with a 4x64 net, 64 games in flight, bf16 search and training), 4x64-g32 (32 "
