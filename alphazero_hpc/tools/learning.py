@@ -295,18 +295,14 @@ def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[
         cpu_s = list(previous.cpu_s)
         c0 -= (cpu_s[-1] if cpu_s else 0.0) + previous.unfinished_cpu_s
     g = len(cpu_s)
-
-    def keep_unfinished() -> None:  # stopped or failed: what this attempt used waits for the generation's end
-        spent = children_cpu_s() - c0 - (cpu_s[-1] if cpu_s else 0.0)
-        _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, spent))
-
     while (not cpu_s or cpu_s[-1] < budget_s) and g < max_generations:
         try:
             if not _run_generation(paths, name, config, overrides, g, echo):
                 raise AzhpcError(f"arm {name}: generation {g} failed or was stopped; azhpc status {paths.root} says "
                                  "why, and the same command continues it")
-        except BaseException:
-            keep_unfinished()
+        except BaseException:  # stopped or failed: what this attempt used waits for the generation's end
+            spent = children_cpu_s() - c0 - (cpu_s[-1] if cpu_s else 0.0)
+            _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, spent))
             raise
         g += 1
         cpu_s.append(children_cpu_s() - c0)
