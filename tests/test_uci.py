@@ -60,8 +60,10 @@ def test_infinite_search_stops_on_request(engine):
 
 
 def test_clock_limits(engine):
-    result = engine.play(chess.Board(), chess.engine.Limit(white_clock=2.0, black_clock=2.0, white_inc=0.1))
-    assert result.move in chess.Board().legal_moves
+    """The fixture's --simulations 8 caps a move on a clock too (the clock's share would buy far more here)."""
+    result = engine.play(chess.Board(), chess.engine.Limit(white_clock=20.0, black_clock=20.0, white_inc=0.1),
+                         info=chess.engine.INFO_ALL)
+    assert result.move in chess.Board().legal_moves and result.info.get("nodes") == 9
 
 
 def test_full_game_against_a_random_mover(engine):
@@ -186,7 +188,7 @@ def test_uci_plays_with_the_runs_eval_algorithm_unless_search_says_otherwise(tmp
     seen = []
 
     class Recorder:
-        def __init__(self, evaluator, mcts, *args):
+        def __init__(self, evaluator, mcts, *args, **kw):
             seen.append(mcts.algorithm)
 
         def run(self, stdin):
@@ -271,7 +273,7 @@ def test_uci_keeps_trees_as_the_run_says_unless_the_flag_says_otherwise(tmp_path
     seen = []
 
     class Recorder:
-        def __init__(self, *args):
+        def __init__(self, *args, **kw):
             seen.append(args[-1])
 
         def run(self, stdin):
@@ -280,3 +282,32 @@ def test_uci_keeps_trees_as_the_run_says_unless_the_flag_says_otherwise(tmp_path
     monkeypatch.setattr(uci, "UciEngine", Recorder)
     uci.run_uci(paths.model(1), 8, None, "cpu", io.StringIO("quit\n"), io.StringIO(), tree_reuse=flag)
     assert seen == [expected]
+
+
+def test_simulations_set_on_purpose_cap_a_clocked_search_and_the_clock_can_still_end_it_sooner():
+    """`azhpc uci --simulations 800` (or setoption Simulations) is how the network was rated: a match runner's clock
+    or movetime must not turn it into a search of whatever the clock allows, which depends on the machine. Left at
+    its default, a clock alone decides; and a clock shorter than the simulations still ends the search in time."""
+    from alphazero_hpc.search.fakes import MaterialEvaluator
+
+    def nodes(out) -> int:
+        return int(out.getvalue().split(" nodes ")[-1].split()[0])
+
+    clocks = ("go wtime 60000 btime 60000 winc 600 binc 600", "go movetime 400")
+    for fixed in (True, False):
+        eng, out = _engine(MaterialEvaluator(2), fixed_simulations=fixed)
+        for go in clocks:
+            eng.handle("position startpos moves e2e4")
+            eng.handle(go)
+            eng._finish_search()
+            assert (nodes(out) == 9) == fixed, (go, out.getvalue())  # 8 simulations and the root's expansion
+    eng, out = _engine(MaterialEvaluator(2))
+    eng.handle("setoption name Simulations value 12")  # a GUI's setting is on purpose too
+    eng.handle(clocks[0])
+    eng._finish_search()
+    assert nodes(out) == 13
+    eng.handle("setoption name Simulations value 1000000")  # more than 100 ms of clock buys: the clock ends it
+    eng.handle("go wtime 3000 btime 3000")
+    t0 = time.monotonic()
+    eng._finish_search()
+    assert time.monotonic() - t0 < 5 and nodes(out) < 1_000_001 and out.getvalue().splitlines()[-1].startswith("bestmove")

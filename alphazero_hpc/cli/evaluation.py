@@ -167,15 +167,17 @@ def seeds(run_dirs: tuple[Path, ...], tag: str, generation: int | None, as_json:
 
 @main.command()
 @click.option("--checkpoint", type=click.Path(path_type=Path), required=True, help="Network to play, e.g. RUN/models/gen-0010.pt.")
-@click.option("--simulations", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Simulations per move when go gives no limit (go nodes/movetime/wtime override it).")
+@click.option("--simulations", type=click.IntRange(min=1),
+              help="Simulations per move, also under a clock or movetime, which can only end a search sooner (go nodes "
+                   "N replaces it for one move). Without it a clock or movetime alone decides, and a go with no limit "
+                   "searches 200.")
 @click.option("--movetime", "movetime_ms", type=click.IntRange(min=1), help="Milliseconds per move when go gives no limit.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps.")
 @click.option("--search", type=click.Choice(["same", "puct", "gumbel"]),
               help="The network's search: same (mcts.algorithm), puct or gumbel [eval.algorithm of its run].")
 @_policy_temperature
 @_tree_reuse
-def uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str, search: str | None,
+def uci(checkpoint: Path, simulations: int | None, movetime_ms: int | None, device: str, search: str | None,
         policy_temperature: float | None, tree_reuse: bool | None) -> None:
     """Speak UCI on stdin/stdout: any chess GUI or match runner can play the network."""
     from ..evaluate.uci import run_uci

@@ -3,7 +3,10 @@
 Understood: uci, debug, isready, setoption (Simulations, MoveTime, MaxNodes, TreeReuse), ucinewgame, position startpos|fen ...
 [moves ...], go [nodes N] [movetime MS] [wtime/btime/winc/binc/movestogo] [infinite], stop, quit.
 The search runs on its own thread; this thread keeps reading, so ``isready`` and ``stop`` are answered
-while it searches. "nodes" counts simulations. With TreeReuse (``azhpc uci --tree-reuse``, eval.tree_reuse) the
+while it searches. "nodes" counts simulations. Simulations set on purpose (``azhpc uci --simulations N`` or
+``setoption name Simulations``) are the most a move searches under a clock or a movetime too, which only end it
+sooner: the network plays as it was rated at N on any machine and any clock that leaves it the time; left at the
+default, a clock or a movetime alone decides. With TreeReuse (``azhpc uci --tree-reuse``, eval.tree_reuse) the
 tree of the last search is kept and found again when the next position is the one after the engine's move and one
 reply: a "go nodes N" then adds N simulations to the visits that position already had.
 """
@@ -30,6 +33,8 @@ NAME = "azhpc"
 # A search stops growing its tree here (each node holds a compiled position, its moves and statistics), so that
 # "go infinite" left running does not take the machine's memory; UCI option MaxNodes changes it.
 MAX_NODES = 200_000
+# Simulations per move when neither azhpc uci --simulations nor go says how long to search.
+DEFAULT_SIMULATIONS = 200
 
 
 def time_budget(board: chess.Board, args: dict[str, int]) -> float | None:
@@ -53,13 +58,14 @@ def score_cp(q: float) -> int:
 
 class UciEngine:
     def __init__(self, evaluator: Evaluator, mcts: MCTSConfig, rules: Rules, simulations: int, movetime_ms: int | None,
-                 out: IO[str], name: str, tree_reuse: bool = False) -> None:
+                 out: IO[str], name: str, tree_reuse: bool = False, fixed_simulations: bool = False) -> None:
         self.evaluator, self.rules = evaluator, rules
         self.max_nodes = MAX_NODES
         self.mcts = dataclasses.replace(mcts, dirichlet_epsilon=0.0)  # no exploration noise when playing
         self._kept: KeptTrees | None = None  # the kept tree, with TreeReuse
         self.tree_reuse = tree_reuse
         self.simulations = simulations
+        self.fixed_simulations = fixed_simulations  # simulations chosen on purpose: they cap a clocked search too
         self.movetime_ms = movetime_ms
         self.out = out
         self.name = name
@@ -140,7 +146,7 @@ class UciEngine:
             name = " ".join(words[1:words.index("value")]).lower()
             value = words[words.index("value") + 1]
             if value.isdigit() and name == "simulations" and int(value) >= 1:
-                self.simulations = int(value)
+                self.simulations, self.fixed_simulations = int(value), True
                 return
             if value.isdigit() and name == "movetime":
                 self.movetime_ms = int(value) or None
@@ -171,7 +177,7 @@ class UciEngine:
             seconds = time_budget(board, args)
             if seconds is None and self.movetime_ms:
                 seconds = self.movetime_ms / 1000.0
-            sims = 10**9 if seconds is not None else self.simulations
+            sims = self.simulations if seconds is None or self.fixed_simulations else 10**9
         self._stop.clear()
         self._infinite = infinite
         self._thread = threading.Thread(target=self._search, args=(board, sims, seconds), daemon=True)
@@ -220,7 +226,7 @@ class UciEngine:
             self._thread = None
 
 
-def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device: str,
+def run_uci(checkpoint: Path, simulations: int | None, movetime_ms: int | None, device: str,
             stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout, search: str | None = None,
             policy_temperature: float | None = None, tree_reuse: bool | None = None) -> None:
     from ..net.checkpoint import load_model
@@ -237,5 +243,5 @@ def run_uci(checkpoint: Path, simulations: int, movetime_ms: int | None, device:
     mcts = cfg.play_mcts()
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"
-    UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations, movetime_ms, stdout, name,
-              cfg.eval.tree_reuse).run(stdin)
+    UciEngine(evaluator, mcts, search_rules(10**6, mcts.mate_in_one), simulations or DEFAULT_SIMULATIONS, movetime_ms,
+              stdout, name, cfg.eval.tree_reuse, fixed_simulations=simulations is not None).run(stdin)
