@@ -91,6 +91,11 @@ class NaNEvaluator:
         return np.full((len(planes), 4672), np.nan, np.float32), np.full(len(planes), np.nan, np.float32)
 
 
+def nodes(out) -> int:
+    """The nodes of the engine's last info line."""
+    return int(out.getvalue().split(" nodes ")[-1].split()[0])
+
+
 def _engine(evaluator, **kw):
     import io
 
@@ -211,9 +216,6 @@ def test_tree_reuse_searches_on_from_the_visits_the_last_search_left(algorithm):
     from alphazero_hpc.game.rules import search_rules
     from alphazero_hpc.search.fakes import MaterialEvaluator
 
-    def nodes(out: io.StringIO) -> int:
-        return int(out.getvalue().split(" nodes ")[-1].split()[0])
-
     for reuse in (True, False):
         out = io.StringIO()
         eng = UciEngine(MaterialEvaluator(2), dataclasses.replace(MCTSConfig(), algorithm=algorithm), search_rules(10**6),
@@ -289,9 +291,6 @@ def test_simulations_set_on_purpose_cap_a_clocked_search_and_the_clock_can_still
     or movetime must not turn it into a search of whatever the clock allows, which depends on the machine. Left at
     its default, a clock alone decides; and a clock shorter than the simulations still ends the search in time."""
     from alphazero_hpc.search.fakes import MaterialEvaluator
-
-    def nodes(out) -> int:
-        return int(out.getvalue().split(" nodes ")[-1].split()[0])
 
     clocks = ("go wtime 60000 btime 60000 winc 600 binc 600", "go movetime 400")
     for fixed in (True, False):
