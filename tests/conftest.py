@@ -134,37 +134,86 @@ def user_jobs() -> list[str]:
     return out.stdout.split("\n")[:-1] if out.returncode == 0 else []
 
 
+def unavailable_nodes() -> dict[str, str]:
+    """Node name -> ``STATE: reason`` for every testbed node that cannot take a job (down, drained or draining, not
+    responding, failing): ``sinfo -R`` gives the reason SLURM recorded."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, timeout=30).stdout
+    bad = {}
+    for line in out.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if any(s in state.lower() for s in ("down", "drain", "fail", "inval", "unknown")) or state.endswith("*"):
+            bad[name] = f"{state}: {reason}"
+    return bad
+
+
+def cluster_report() -> str:
+    """What a SLURM test that waited in vain should show besides its own figures: the nodes' states and why."""
+    if shutil.which("sinfo") is None:
+        return ""
+    out = subprocess.run(["sinfo", "-N", "-o", "%N %T %E"], capture_output=True, text=True, timeout=30)
+    return "\nSLURM nodes:\n" + (out.stdout or out.stderr)
+
+
+def nodes_back_in_service(test: str) -> None:
+    """A testbed node that an earlier test's job left drained or down (SLURM drains a node whose killed step outlives
+    UnkillableStepTimeout, which a loaded 2-core host can reach; a slurmd that missed SlurmdTimeout is marked down)
+    would keep every two-node job of the tests after it pending for their whole timeout. The node is resumed here,
+    and the warning names it and SLURM's reason, so the cause stays in the report; a node that does not come back
+    fails the test with that reason. Only root may resume nodes (as the harness is on the testbed); elsewhere nothing
+    is touched."""
+    bad = unavailable_nodes() if os.geteuid() == 0 else {}
+    if not bad:
+        return
+    subprocess.run(["scontrol", "update", f"NodeName={','.join(bad)}", "State=RESUME"], capture_output=True)
+    deadline = time.time() + 90
+    while (still := unavailable_nodes()) and time.time() < deadline:
+        time.sleep(2)
+    warnings.warn(f"before {test}: testbed node(s) {'; '.join(f'{n} {r}' for n, r in bad.items())} were resumed")
+    if still:
+        pytest.fail(f"testbed node(s) still cannot take jobs after RESUME: {still} (logs: /var/lib/azhpc-testbed/log)")
+
+
+def cancel_left_jobs(test: str) -> None:
+    """Cancel what ``test`` left in the submitting user's queue, wait until it is gone, and name it in a warning."""
+    left = user_jobs() if slurm_answers() else []
+    if left:
+        subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
+        deadline = time.time() + 120
+        while user_jobs() and time.time() < deadline:
+            time.sleep(1)
+        warnings.warn(f"{test} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
+
+
 @pytest.fixture(autouse=True)
 def slurm_left_idle(request):
     """Every test that uses the testbed has it to itself: it holds a lock that the other pytest-xdist worker's
     testbed tests wait for (the xdist group above sends them all to one worker, but pytest 9.2 broke that grouping
-    silently and two of them shared the cluster), and after it the submitting user's queue is empty again: what it
-    left (an evaluation still finishing, a job that could no longer run) is cancelled, waited for and named in a
-    warning, so the next test (one sets MaxSubmitJobs and counts the user's records) starts on an idle cluster."""
+    silently and two of them shared the cluster), it starts with both nodes in service (``nodes_back_in_service``),
+    and after it the submitting user's queue is empty again: what it left (an evaluation still finishing, a job that
+    could no longer run) is cancelled, waited for and named in a warning, so the next test (one sets MaxSubmitJobs and
+    counts the user's records) starts on an idle cluster."""
     if "slurm_cluster" not in request.fixturenames:
         yield
         return
     with open(Path(tempfile.gettempdir()) / "azhpc-test-slurm.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if slurm_answers():
+            nodes_back_in_service(request.node.name)
         yield
-        left = user_jobs() if slurm_answers() else []
-        if left:
-            subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
-            deadline = time.time() + 120
-            while user_jobs() and time.time() < deadline:
-                time.sleep(1)
-            warnings.warn(f"{request.node.name} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
+        cancel_left_jobs(request.node.name)
 
 
 @pytest.fixture
 def slurm_tmp(slurm_cluster, request):
     """A fresh folder owned by ``SLURM_USER`` for runs submitted to SLURM (pytest's tmp_path sits in a folder only
-    its owner can enter); removed after the test."""
+    its owner can enter); removed after the test, once what the test left queued is cancelled (a job that started
+    in a removed folder would fail on the node)."""
     name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40]
     folder = Path(tempfile.mkdtemp(prefix=f"azhpc-test-{name}-", dir=os.environ.get("AZHPC_TEST_SLURM_DIR")))
     pw = pwd.getpwnam(SLURM_USER)
     os.chown(folder, pw.pw_uid, pw.pw_gid)
     yield folder
+    cancel_left_jobs(request.node.name)
     if os.environ.get("AZHPC_TEST_KEEP") != "1":  # AZHPC_TEST_KEEP=1: left for a look after a failure
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -22,7 +22,7 @@ from alphazero_hpc.launch.record import SupervisorRecord, azhpc_process_alive, p
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
-from .conftest import SLURM_USER, TINY, as_user, run_cli, slurm_cli, user_jobs
+from .conftest import SLURM_USER, TINY, as_user, cluster_report, run_cli, slurm_cli, user_jobs
 
 # A quick tiny run: 16 games of at most 40 plies per generation, 8 per shard.
 QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0"]
@@ -210,7 +210,7 @@ def wait_for_run(run: Path, timeout: float, stall: float = 180) -> dict:
         time.sleep(3)
     subprocess.run(["scancel", "--name", f"azhpc-{run.name}-sp0"])
     pytest.fail(f"run {run} still has jobs after {now - start:.0f}s, the last change {now - last_move:.0f}s ago "
-                f"(expected within {timeout}s):\n" + run_cli("status", str(run)).stdout)
+                f"(expected within {timeout}s):\n" + run_cli("status", str(run)).stdout + cluster_report())
 
 
 def launch_slurm(run: Path, nodes: int, *extra: str, generations: int = 2) -> dict:
@@ -260,7 +260,7 @@ def wait_for_metrics(run: Path, generation: int, rows: int, timeout: float = 300
             assert not (run / "models" / f"gen-{generation + 1:04d}.pt").exists(), "training ended before the fault"
             return
         time.sleep(0.2)
-    pytest.fail(f"{metrics} did not reach {rows} rows within {timeout}s")
+    pytest.fail(f"{metrics} did not reach {rows} rows within {timeout}s" + cluster_report())
 
 
 def check_training_steps(run: Path, generation: int) -> int:

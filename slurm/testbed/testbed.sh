@@ -34,6 +34,10 @@ die() { echo "testbed: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons): sudo $0 $1"; }
 
 answers() { timeout 10 sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
+all_answer() {  # every node takes jobs: none down, drained or not responding ("idle*")
+  local states; states=$(timeout 10 sinfo -h -N -o '%T' 2>/dev/null) && [ -n "$states" ] &&
+    ! grep -qvE '^(idle|mixed|allocated|completing)$' <<<"$states"
+}
 
 install_packages() {
   local missing=()
@@ -91,6 +95,9 @@ GresTypes=gpu
 MaxArraySize=1001
 InactiveLimit=0
 KillWait=10
+# A killed step that outlives this after SIGKILL drains its node ("Kill task failed"); the default 60 s is within
+# reach of a loaded 2-core host, and a drained node holds every two-node job after it.
+UnkillableStepTimeout=180
 MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=60
@@ -171,8 +178,18 @@ start_slurm() {
   wait_for 30 slurmctld scontrol ping
   for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done
   wait_for 60 "the compute nodes" answers
-  # Nodes left DOWN by an unclean stop come back here.
-  scontrol update NodeName=n1,n2 State=RESUME >/dev/null 2>&1 || true
+  resume_nodes
+}
+
+resume_nodes() {  # nodes left down or drained (an unclean stop, a step that outlived UnkillableStepTimeout) come back,
+                  # with SLURM's reason in the log: "already running" must not mean one node of two
+  local bad
+  bad=$(sinfo -h -N -o '%N %T' | awk '$2 ~ /down|drain|fail|inval|unknown|[*]$/ {print $1}' | sort -u | paste -sd, -)
+  if [ -n "$bad" ]; then
+    log "resuming node(s) $bad: $(sinfo -h -R -o '%N: %E' | paste -sd';' -)"
+    scontrol update NodeName="$bad" State=RESUME >/dev/null 2>&1 || true
+  fi
+  wait_for 90 "every compute node in service ($(sinfo -h -N -o '%N %T' | paste -sd, -))" all_answer
 }
 
 ensure_user() {  # the ordinary user who submits (a home of its own: pip, torch and submitit write under ~)
@@ -223,6 +240,7 @@ case "$cmd" in
       write_config
       if [ "$before" = "$(cat "$DIR"/etc/*.conf | md5sum)" ]; then
         add_users
+        resume_nodes
         log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -); submitting user: $USER_NAME"; exit 0
       fi
       log "the testbed's config changed: restarting slurmctld and slurmd"
