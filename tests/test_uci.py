@@ -310,3 +310,16 @@ def test_simulations_set_on_purpose_cap_a_clocked_search_and_the_clock_can_still
     t0 = time.monotonic()
     eng._finish_search()
     assert time.monotonic() - t0 < 5 and nodes(out) < 1_000_001 and out.getvalue().splitlines()[-1].startswith("bestmove")
+
+
+def test_uci_help_names_the_search_a_go_without_limit_gets():
+    """``azhpc uci --help`` states what a ``go`` with no limit searches; the CLI does not import the engine (torch) to
+    say it, so the figure is written there by hand and must follow ``uci.DEFAULT_SIMULATIONS``."""
+    from click.testing import CliRunner
+
+    from alphazero_hpc.cli import main
+    from alphazero_hpc.evaluate.uci import DEFAULT_SIMULATIONS
+
+    res = CliRunner().invoke(main, ["uci", "--help"])
+    assert res.exit_code == 0, res.output
+    assert f"a go with no limit searches {DEFAULT_SIMULATIONS}." in " ".join(res.output.split()), res.output
