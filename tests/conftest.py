@@ -137,7 +137,10 @@ def user_jobs() -> list[str]:
 def unavailable_nodes() -> dict[str, str]:
     """Node name -> ``STATE: reason`` for every testbed node that cannot take a job (down, drained or draining, not
     responding, failing): ``sinfo -R`` gives the reason SLURM recorded."""
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, timeout=30).stdout
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, timeout=30).stdout
+    except subprocess.TimeoutExpired:
+        return {"*": "sinfo did not answer within 30 s"}
     bad = {}
     for line in out.splitlines():
         name, state, reason = (line.split("|", 2) + ["", ""])[:3]
@@ -150,7 +153,10 @@ def cluster_report() -> str:
     """What a SLURM test that waited in vain should show besides its own figures: the nodes' states and why."""
     if shutil.which("sinfo") is None:
         return ""
-    out = subprocess.run(["sinfo", "-N", "-o", "%N %T %E"], capture_output=True, text=True, timeout=30)
+    try:
+        out = subprocess.run(["sinfo", "-N", "-o", "%N %T %E"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "\nSLURM nodes: sinfo did not answer within 30 s"
     return "\nSLURM nodes:\n" + (out.stdout or out.stderr)
 
 
@@ -161,6 +167,8 @@ def nodes_back_in_service(test: str) -> None:
     and the warning names it and SLURM's reason, so the cause stays in the report; a node that does not come back
     fails the test with that reason. Only root may resume nodes (as the harness is on the testbed); elsewhere nothing
     is touched."""
+    if _NODES_LOST:
+        pytest.fail(_NODES_LOST[0])
     bad = unavailable_nodes() if os.geteuid() == 0 else {}
     if not bad:
         return
@@ -168,9 +176,14 @@ def nodes_back_in_service(test: str) -> None:
     deadline = time.time() + 90
     while (still := unavailable_nodes()) and time.time() < deadline:
         time.sleep(2)
-    warnings.warn(f"before {test}: testbed node(s) {'; '.join(f'{n} {r}' for n, r in bad.items())} were resumed")
-    if still:
-        pytest.fail(f"testbed node(s) still cannot take jobs after RESUME: {still} (logs: /var/lib/azhpc-testbed/log)")
+    warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {'; '.join(f'{n} {r}' for n, r in bad.items())}")
+    if still:  # every later SLURM test fails at once with this line instead of waiting 90 s again
+        _NODES_LOST.append(f"testbed node(s) still cannot take jobs after RESUME (since {test}): {still} "
+                           f"(logs: /var/lib/azhpc-testbed/log; restart: slurm/testbed/testbed.sh start)")
+        pytest.fail(_NODES_LOST[0])
+
+
+_NODES_LOST: list[str] = []  # set once a node did not come back: see nodes_back_in_service
 
 
 def cancel_left_jobs(test: str) -> None:
@@ -178,7 +191,7 @@ def cancel_left_jobs(test: str) -> None:
     left = user_jobs() if slurm_answers() else []
     if left:
         subprocess.run(["scancel", "-u", SLURM_USER], capture_output=True)
-        deadline = time.time() + 120
+        deadline = time.time() + 210  # a step that will not die stays COMPLETING for KillWait + UnkillableStepTimeout
         while user_jobs() and time.time() < deadline:
             time.sleep(1)
         warnings.warn(f"{test} left {len(left)} job record(s), cancelled: {'; '.join(left)}")

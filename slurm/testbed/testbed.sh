@@ -36,7 +36,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it installs packages 
 answers() { timeout 10 sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
 all_answer() {  # every node takes jobs: none down, drained or not responding ("idle*")
   local states; states=$(timeout 10 sinfo -h -N -o '%T' 2>/dev/null) && [ -n "$states" ] &&
-    ! grep -qvE '^(idle|mixed|allocated|completing)$' <<<"$states"
+    ! grep -qvE '^(idle|mixed|allocated|completing|planned|reserved)$' <<<"$states"
 }
 
 install_packages() {
@@ -183,13 +183,15 @@ start_slurm() {
 
 resume_nodes() {  # nodes left down or drained (an unclean stop, a step that outlived UnkillableStepTimeout) come back,
                   # with SLURM's reason in the log: "already running" must not mean one node of two
-  local bad
-  bad=$(sinfo -h -N -o '%N %T' | awk '$2 ~ /down|drain|fail|inval|unknown|[*]$/ {print $1}' | sort -u | paste -sd, -)
+  local bad n i
+  for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done  # a dead slurmd: RESUME cannot help
+  bad=$(timeout 10 sinfo -h -N -o '%N %T' | awk '$2 ~ /down|drain|fail|inval|unknown|[*]$/ {print $1}' | sort -u | paste -sd, -) || bad=""
   if [ -n "$bad" ]; then
     log "resuming node(s) $bad: $(sinfo -h -R -o '%N: %E' | paste -sd';' -)"
     scontrol update NodeName="$bad" State=RESUME >/dev/null 2>&1 || true
   fi
-  wait_for 90 "every compute node in service ($(sinfo -h -N -o '%N %T' | paste -sd, -))" all_answer
+  for ((i = 0; i < 180; i++)); do all_answer && return 0; sleep 0.5; done
+  die "a compute node is still not in service after 90s: $(sinfo -h -N -o '%N %T %E' | sort -u | paste -sd, -) (logs: $DIR/log)"
 }
 
 ensure_user() {  # the ordinary user who submits (a home of its own: pip, torch and submitit write under ~)
