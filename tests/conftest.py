@@ -134,21 +134,6 @@ def user_jobs() -> list[str]:
     return out.stdout.split("\n")[:-1] if out.returncode == 0 else []
 
 
-def unavailable_nodes() -> dict[str, str]:
-    """Node name -> ``STATE: reason`` for every testbed node that cannot take a job (down, drained or draining, not
-    responding, failing): ``sinfo -R`` gives the reason SLURM recorded."""
-    try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, timeout=30).stdout
-    except subprocess.TimeoutExpired:
-        return {"*": "sinfo did not answer within 30 s"}
-    bad = {}
-    for line in out.splitlines():
-        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
-        if any(s in state.lower() for s in ("down", "drain", "fail", "inval", "unknown")) or state.endswith("*"):
-            bad[name] = f"{state}: {reason}"
-    return bad
-
-
 def cluster_report() -> str:
     """What a SLURM test that waited in vain should show besides its own figures: the nodes' states and why."""
     if shutil.which("sinfo") is None:
@@ -163,23 +148,24 @@ def cluster_report() -> str:
 def nodes_back_in_service(test: str) -> None:
     """A testbed node that an earlier test's job left drained or down (SLURM drains a node whose killed step outlives
     UnkillableStepTimeout, which a loaded 2-core host can reach; a slurmd that missed SlurmdTimeout is marked down)
-    would keep every two-node job of the tests after it pending for their whole timeout. The node is resumed here,
-    and the warning names it and SLURM's reason, so the cause stays in the report; a node that does not come back
-    fails the test with that reason. Only root may resume nodes (as the harness is on the testbed); elsewhere nothing
-    is touched."""
+    would keep every two-node job of the tests after it pending for their whole timeout. ``testbed.sh resume`` (what
+    its ``start`` does for the nodes) restarts a dead slurmd, resumes the node and waits for both; the warning names
+    the node and SLURM's reason, so the cause stays in the report; a node that does not come back fails the test with
+    the script's line. Only as root on the testbed (the script refuses a slurm.conf it did not write); elsewhere
+    nothing is touched."""
     if _NODES_LOST:
         pytest.fail(_NODES_LOST[0])
-    bad = unavailable_nodes() if os.geteuid() == 0 else {}
-    if not bad:
+    if os.geteuid() != 0:
         return
-    subprocess.run(["scontrol", "update", f"NodeName={','.join(bad)}", "State=RESUME"], capture_output=True)
-    deadline = time.time() + 90
-    while (still := unavailable_nodes()) and time.time() < deadline:
-        time.sleep(2)
-    warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {'; '.join(f'{n} {r}' for n, r in bad.items())}")
-    if still:  # every later SLURM test fails at once with this line instead of waiting 90 s again
-        _NODES_LOST.append(f"testbed node(s) still cannot take jobs after RESUME (since {test}): {still} "
-                           f"(logs: /var/lib/azhpc-testbed/log; restart: slurm/testbed/testbed.sh start)")
+    res = subprocess.run(["bash", str(ROOT / "slurm" / "testbed" / "testbed.sh"), "resume"], capture_output=True,
+                         text=True, timeout=150)
+    if "is not the testbed's" in res.stderr:
+        return
+    if "resuming" in res.stderr:
+        warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {res.stderr.strip()}")
+    if res.returncode != 0:  # every later SLURM test fails at once with this line instead of waiting 90 s again
+        _NODES_LOST.append(f"testbed node(s) still cannot take jobs (since {test}): {res.stderr.strip()} "
+                           f"(restart: slurm/testbed/testbed.sh start)")
         pytest.fail(_NODES_LOST[0])
 
 

@@ -6,6 +6,7 @@
 #   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
 #   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
 #   slurm/testbed/testbed.sh status         say whether the cluster answers
+#   sudo slurm/testbed/testbed.sh resume    put nodes left down or drained back in service (start does it too)
 #   sudo slurm/testbed/testbed.sh grant PYTHON...    let the submitting user run the project with PYTHON (.venv/bin/python)
 #
 # Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
@@ -265,6 +266,11 @@ case "$cmd" in
     mysqladmin shutdown >/dev/null 2>&1 || true
     log "stopped (config and accounting kept in $DIR)"
     ;;
+  resume)  # what start does for the nodes of a testbed already up; the tests call it before each SLURM test
+    need_root resume
+    head -1 "$ETC/slurm.conf" 2>/dev/null | grep -qxF "$MARK" || die "$ETC/slurm.conf is not the testbed's: nothing resumed"
+    resume_nodes
+    ;;
   grant)
     need_root grant
     ensure_user
@@ -275,6 +281,6 @@ case "$cmd" in
     if answers; then sinfo -N -o '%N %T %G %C'; else die "not running (start it: sudo $0 start)"; fi
     ;;
   *)
-    die "unknown command '$cmd': use start, stop, status or grant"
+    die "unknown command '$cmd': use start, stop, status, resume or grant"
     ;;
 esac
