@@ -1163,6 +1163,30 @@ def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_clu
         sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=-1")
 
 
+def test_slurm_limits_and_accounts_a_killed_run_left_are_gone_before_the_next_test(slurm_cluster, submit_limit, tmp_path):
+    """A run killed inside the MaxSubmitJobs test (a timeout, ^C) skips its clean-up and leaves the limit on the
+    testbed's accounting: the next run on that testbed saw every launch refused ("the site allows 3"). What the
+    harness runs before each SLURM test (``testbed.sh resume``) removes it, a QOS limit and a side account, and the
+    warning names what it removed."""
+    from alphazero_hpc.cluster import limits
+
+    from .conftest import nodes_back_in_service
+
+    if os.geteuid() != 0:
+        pytest.skip("the harness repairs the testbed's accounting only as root")
+    account = default_account()
+    sacctmgr("modify", "user", "where", f"name={SLURM_USER}", f"account={account}", "set", "MaxSubmitJobs=3")
+    sacctmgr("modify", "qos", "where", "name=normal", "set", "GrpSubmitJobs=5")
+    sacctmgr("add", "account", "azhpcleft")
+    sacctmgr("add", "user", SLURM_USER, "account=azhpcleft")
+    assert {f.jobs for f in limits.read_submit_limits(user=SLURM_USER)} >= {3}
+    with pytest.warns(UserWarning, match=r"(?s)removing submit limits .*azhpc\|3\|.* qos normal\|\|5.*removing account azhpcleft"):
+        nodes_back_in_service("a test")
+    assert [f.source for f in limits.read_submit_limits(user=SLURM_USER) if "sacctmgr" in f.source] == []
+    accounts = subprocess.run(["sacctmgr", "-nP", "list", "account", "format=account"], capture_output=True, text=True)
+    assert "azhpcleft" not in accounts.stdout.split()
+
+
 def queued_records() -> int:
     return len(user_jobs())
 

@@ -6,7 +6,8 @@
 #   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
 #   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
 #   slurm/testbed/testbed.sh status         say whether the cluster answers
-#   sudo slurm/testbed/testbed.sh resume    put nodes left down or drained back in service (start does it too)
+#   sudo slurm/testbed/testbed.sh resume    put nodes left down or drained back in service and remove submit limits
+#                                           and accounts a run left (start does both too)
 #   sudo slurm/testbed/testbed.sh grant PYTHON...    let the submitting user run the project with PYTHON (.venv/bin/python)
 #
 # Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
@@ -175,6 +176,7 @@ start_slurm() {
   sacctmgr -i -Q add cluster "$CLUSTER" >/dev/null 2>&1 || true
   sacctmgr -i -Q add account azhpc Cluster="$CLUSTER" Description=testbed Organization=azhpc >/dev/null 2>&1 || true
   add_users
+  reset_limits
   running "$DIR/run/slurmctld.pid" || slurmctld
   wait_for 30 slurmctld scontrol ping
   for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done
@@ -193,6 +195,40 @@ resume_nodes() {  # nodes left down or drained (an unclean stop, a step that out
   fi
   for ((i = 0; i < 180; i++)); do all_answer && return 0; sleep 0.5; done
   die "a compute node is still not in service after 90s: $(sinfo -h -N -o '%N %T %E' | sort -u | paste -sd, -) (logs: $DIR/log)"
+}
+
+submit_limits() {  # the submit limits in the testbed's accounting, on one line; empty when there are none
+  local assoc qos
+  assoc=$(sacctmgr -nP show assoc format=Account,User,MaxSubmit,GrpSubmit 2>/dev/null | awk -F'|' '$3 != "" || $4 != ""' | paste -sd, -) || true
+  qos=$(sacctmgr -nP show qos format=Name,MaxSubmitPU,GrpSubmit 2>/dev/null | awk -F'|' '$2 != "" || $3 != "" {printf " qos %s", $0}') || true
+  echo "$assoc$qos"
+}
+
+reset_limits() {  # accounting back to what start made: no submit limit on an association or QOS, no account but azhpc.
+                  # The tests set MaxSubmitJobs/GrpSubmitJobs and add side accounts, and undo it afterwards; a run
+                  # killed before its clean-up (a timeout, ^C) left MaxSubmitJobs=3, and every launch of the next run
+                  # on this testbed was refused
+  local left name acct
+  left=$(submit_limits)
+  if [ -n "$left" ]; then
+    log "removing submit limits a run left on the testbed (account|user|MaxSubmitJobs|GrpSubmitJobs): $left"
+    for name in $(sacctmgr -nP show user format=User 2>/dev/null); do
+      sacctmgr -i -Q modify user where name="$name" set MaxSubmitJobs=-1 GrpSubmitJobs=-1 >/dev/null 2>&1 || true
+    done
+    for acct in $(sacctmgr -nP list account format=account 2>/dev/null); do
+      sacctmgr -i -Q modify account where name="$acct" set MaxSubmitJobs=-1 GrpSubmitJobs=-1 >/dev/null 2>&1 || true
+    done
+    for name in $(sacctmgr -nP show qos format=Name 2>/dev/null); do
+      sacctmgr -i -Q modify qos where name="$name" set MaxSubmitJobsPerUser=-1 GrpSubmitJobs=-1 >/dev/null 2>&1 || true
+    done
+    left=$(submit_limits)
+    [ -z "$left" ] || die "submit limits stay on the testbed after sacctmgr removed them: $left"
+  fi
+  for acct in $(sacctmgr -nP list account format=account 2>/dev/null | grep -vxE 'root|azhpc'); do
+    log "removing account $acct that a run left on the testbed"
+    sacctmgr -i -Q delete user where account="$acct" >/dev/null 2>&1 || true
+    sacctmgr -i -Q delete account "$acct" >/dev/null 2>&1 || log "account $acct stays: $(sacctmgr -i delete account "$acct" 2>&1 | tail -1)"
+  done
 }
 
 ensure_user() {  # the ordinary user who submits (a home of its own: pip, torch and submitit write under ~)
@@ -243,6 +279,7 @@ case "$cmd" in
       write_config
       if [ "$before" = "$(cat "$DIR"/etc/*.conf | md5sum)" ]; then
         add_users
+        reset_limits
         resume_nodes
         log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -); submitting user: $USER_NAME"; exit 0
       fi
@@ -266,9 +303,10 @@ case "$cmd" in
     mysqladmin shutdown >/dev/null 2>&1 || true
     log "stopped (config and accounting kept in $DIR)"
     ;;
-  resume)  # what start does for the nodes of a testbed already up; the tests call it before each SLURM test
+  resume)  # what start does for the nodes and accounting of a testbed already up; the tests call it before each SLURM test
     need_root resume
     head -1 "$ETC/slurm.conf" 2>/dev/null | grep -qxF "$MARK" || die "$ETC/slurm.conf is not the testbed's: nothing resumed"
+    reset_limits
     resume_nodes
     ;;
   grant)
