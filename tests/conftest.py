@@ -149,9 +149,9 @@ def nodes_back_in_service(test: str) -> None:
     """A testbed node that an earlier test's job left drained or down (SLURM drains a node whose killed step outlives
     UnkillableStepTimeout, which a loaded 2-core host can reach; a slurmd that missed SlurmdTimeout is marked down)
     would keep every two-node job of the tests after it pending for their whole timeout. ``testbed.sh resume`` (what
-    its ``start`` does for the nodes) restarts a dead slurmd, resumes the node and waits for both, and removes submit
-    limits and accounts left in the testbed's accounting (a run killed inside the MaxSubmitJobs test left the limit,
-    and every launch of the next run refused); the warning names
+    its ``start`` does for the nodes) restarts a dead slurmd, resumes the node and waits for both, sets a partition
+    left down up, and removes submit limits and accounts left in the testbed's accounting (a run killed inside the
+    MaxSubmitJobs test left the limit, and every launch of the next run refused); the warning names
     the node and SLURM's reason, so the cause stays in the report; a node that does not come back fails the test with
     the script's line. Only as root on the testbed (the script refuses a slurm.conf it did not write); elsewhere
     nothing is touched."""
@@ -165,7 +165,7 @@ def nodes_back_in_service(test: str) -> None:
         return
     if "resuming" in res.stderr:
         warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {res.stderr.strip()}")
-    elif "removing" in res.stderr:  # submit limits or an account an earlier test (or a killed run) left
+    elif res.stderr.strip():  # submit limits, an account or a partition down that an earlier test (or a killed run) left
         warnings.warn(f"before {test}: {res.stderr.strip()}")
     if res.returncode != 0:  # every later SLURM test fails at once with this line instead of waiting 90 s again
         _NODES_LOST.append(f"testbed node(s) still cannot take jobs (since {test}): {res.stderr.strip()} "

@@ -1163,11 +1163,11 @@ def test_slurm_a_sub_accounts_jobs_count_against_its_parents_group_cap(slurm_clu
         sacctmgr("modify", "account", "where", f"name={account}", "set", "GrpSubmitJobs=-1")
 
 
-def test_slurm_limits_and_accounts_a_killed_run_left_are_gone_before_the_next_test(slurm_cluster, submit_limit, tmp_path):
+def test_slurm_limits_accounts_and_a_partition_down_a_killed_run_left_are_gone_before_the_next_test(slurm_cluster, submit_limit, tmp_path):
     """A run killed inside the MaxSubmitJobs test (a timeout, ^C) skips its clean-up and leaves the limit on the
     testbed's accounting: the next run on that testbed saw every launch refused ("the site allows 3"). What the
     harness runs before each SLURM test (``testbed.sh resume``) removes it, a QOS limit and a side account, and the
-    warning names what it removed."""
+    warning names what it removed; a partition left DOWN is set UP the same way."""
     from alphazero_hpc.cluster import limits
 
     from .conftest import nodes_back_in_service
@@ -1179,9 +1179,15 @@ def test_slurm_limits_and_accounts_a_killed_run_left_are_gone_before_the_next_te
     sacctmgr("modify", "qos", "where", "name=normal", "set", "GrpSubmitJobs=5")
     sacctmgr("add", "account", "azhpcleft")
     sacctmgr("add", "user", SLURM_USER, "account=azhpcleft")
-    assert {f.jobs for f in limits.read_submit_limits(user=SLURM_USER)} >= {3}
-    with pytest.warns(UserWarning, match=r"(?s)removing submit limits .*azhpc\|3\|.* qos normal\|\|5.*removing account azhpcleft"):
-        nodes_back_in_service("a test")
+    subprocess.run(["scontrol", "update", "PartitionName=urgent", "State=DOWN"], check=True)  # a test sets one DOWN
+    try:
+        assert {f.jobs for f in limits.read_submit_limits(user=SLURM_USER)} >= {3}
+        with pytest.warns(UserWarning, match=r"(?s)removing submit limits .*azhpc\|3\|.* qos normal\|\|5.*"
+                                             r"removing account azhpcleft.*setting partition urgent up"):
+            nodes_back_in_service("a test")
+        assert "urgent down" not in subprocess.run(["sinfo", "-h", "-o", "%R %a"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(["scontrol", "update", "PartitionName=urgent", "State=UP"], check=True)
     assert [f.source for f in limits.read_submit_limits(user=SLURM_USER) if "sacctmgr" in f.source] == []
     accounts = subprocess.run(["sacctmgr", "-nP", "list", "account", "format=account"], capture_output=True, text=True)
     assert "azhpcleft" not in accounts.stdout.split()

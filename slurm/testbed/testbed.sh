@@ -6,8 +6,8 @@
 #   sudo slurm/testbed/testbed.sh start     install what is missing (apt), write the config, start the daemons
 #   sudo slurm/testbed/testbed.sh stop      stop every daemon it started (the config and accounting stay)
 #   slurm/testbed/testbed.sh status         say whether the cluster answers
-#   sudo slurm/testbed/testbed.sh resume    put nodes left down or drained back in service and remove submit limits
-#                                           and accounts a run left (start does both too)
+#   sudo slurm/testbed/testbed.sh resume    put nodes left down or drained back in service, partitions left down up,
+#                                           and remove submit limits and accounts a run left (start does it too)
 #   sudo slurm/testbed/testbed.sh grant PYTHON...    let the submitting user run the project with PYTHON (.venv/bin/python)
 #
 # Meant for a throwaway machine or container (it runs the daemons as root, as ../shared/SLURM_TESTBED.md
@@ -182,6 +182,7 @@ start_slurm() {
   for n in "${NODES[@]}"; do running "$DIR/run/slurmd-$n.pid" || slurmd -N "$n"; done
   wait_for 60 "the compute nodes" answers
   resume_nodes
+  partitions_up
 }
 
 resume_nodes() {  # nodes left down or drained (an unclean stop, a step that outlived UnkillableStepTimeout) come back,
@@ -195,6 +196,15 @@ resume_nodes() {  # nodes left down or drained (an unclean stop, a step that out
   fi
   for ((i = 0; i < 180; i++)); do all_answer && return 0; sleep 0.5; done
   die "a compute node is still not in service after 90s: $(sinfo -h -N -o '%N %T %E' | sort -u | paste -sd, -) (logs: $DIR/log)"
+}
+
+partitions_up() {  # a partition a run left down or drained (a test sets the default one DOWN for a while) is up again
+  local name state
+  while read -r name state; do
+    [ "$state" = up ] && continue
+    log "setting partition $name up (a run left it $state)"
+    scontrol update PartitionName="$name" State=UP >/dev/null 2>&1 || die "partition $name stays $state: scontrol update refused"
+  done < <(timeout 10 sinfo -h -o '%R %a' 2>/dev/null || true)
 }
 
 submit_limits() {  # the submit limits in the testbed's accounting, on one line; empty when there are none
@@ -281,6 +291,7 @@ case "$cmd" in
         add_users
         reset_limits
         resume_nodes
+        partitions_up
         log "already running: $(sinfo -h -o '%D nodes %T' | paste -sd, -); submitting user: $USER_NAME"; exit 0
       fi
       log "the testbed's config changed: restarting slurmctld and slurmd"
@@ -308,6 +319,7 @@ case "$cmd" in
     head -1 "$ETC/slurm.conf" 2>/dev/null | grep -qxF "$MARK" || die "$ETC/slurm.conf is not the testbed's: nothing resumed"
     reset_limits
     resume_nodes
+    partitions_up
     ;;
   grant)
     need_root grant
