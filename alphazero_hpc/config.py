@@ -37,10 +37,10 @@ Algorithm = Literal["puct", "gumbel"]
 PlayAlgorithm = Literal["same", "puct", "gumbel"]
 Interior = Literal["puct", "deterministic"]
 RootValue = Literal["visits", "improved"]
-Precision = Literal["auto", "bf16", "float32"]
+Precision = Literal["auto", "bf16", "bf16-if-native", "float32"]
 MoveGenerator = Literal["compiled", "python-chess"]
 Compression = Literal["gzip", "lzf", "none"]
-Amp = Literal["auto", "bf16", "fp16", "off"]
+Amp = Literal["auto", "bf16", "bf16-if-native", "fp16", "off"]
 LrSchedule = Literal["constant", "cosine"]
 Repetitions = Literal[2, 3, 5]
 
@@ -126,7 +126,9 @@ class MCTSConfig:
                         # they become edges (most leaves are never visited again); 0: at once. Pays off with Gumbel's
                         # root (configs/learn.yaml: 4096), not with PUCT since moves are compiled (docs/performance.md)
     precision: Precision = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
-                             # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX), float32
+                             # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX, 0.16x where torch
+                             # emulates it), bf16-if-native (bf16 where the CPU or GPU has it, else float32:
+                             # net/precision.py), float32
     channels_last: bool = True  # on CPU, the network's weights and batches in channels-last layout (NHWC): the same
                                 # outputs; learn.yaml's bf16 search 1.20x the simulations/s, float32 unchanged
                                 # (docs/performance.md)
@@ -232,7 +234,8 @@ class TrainConfig:
     window_positions: int = 0  # ... and, if > 0, only the newest shards holding up to this many positions
     replay_ratio: float = 4.0  # positions trained per new position of the generation
     checkpoint_every: int = 50  # steps between resumable training states
-    amp: Amp = "auto"  # mixed precision: auto (bf16 on CUDA, off on CPU), bf16, fp16 (with a grad scaler), off
+    amp: Amp = "auto"  # mixed precision: auto (bf16 on CUDA, off on CPU), bf16, bf16-if-native (bf16 where the CPU or
+                       # GPU has it, else off: emulated bf16 trained at 0.08x), fp16 (with a grad scaler), off
     compile: bool = False  # torch.compile the network
     channels_last: bool = False  # NHWC memory layout (helps tensor cores)
     loader_workers: int = 2  # DataLoader worker processes per rank

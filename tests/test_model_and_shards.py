@@ -81,6 +81,43 @@ def test_evaluator_precision_bf16_answers_close_to_float32_and_auto_keeps_float3
         MCTSConfig(precision="fp8")  # type: ignore[arg-type]  # not a precision: refused
 
 
+ZEN3_FLAGS = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse4_2 avx avx2 fma sha_ni\n"
+ZEN4_FLAGS = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"
+SPR_FLAGS = "processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile\n"
+GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+@pytest.mark.parametrize("cpuinfo, native", [(ZEN3_FLAGS, False), (ZEN4_FLAGS, True), (SPR_FLAGS, True),
+                                             (GRAVITON3, True), ("", False)])
+def test_native_bf16_reads_the_cpus_flags(cpuinfo, native):
+    """bf16 instructions: avx512_bf16 or amx_bf16 on x86, bf16 in an aarch64's Features; AVX2 alone (Zen 3, where
+    emulated bf16 searched at 0.16x and trained at 0.08x float32) is not."""
+    from alphazero_hpc.net.precision import NATIVE_CPU_FLAGS, cpu_flags
+
+    assert bool(cpu_flags(cpuinfo) & NATIVE_CPU_FLAGS) is native
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_if_native_runs_bf16_only_on_a_cpu_that_has_it(native, monkeypatch):
+    """``bf16-if-native`` (configs/learn.yaml's mcts.precision and train.amp) is float32 exactly on a CPU without bf16
+    instructions and bf16 autocast on one with them, in search and in training, and the logs say which; ``bf16``
+    stays bf16 either way (what the bf16 tests exercise on any CPU)."""
+    from alphazero_hpc.net import precision
+    from alphazero_hpc.train.trainer import amp_dtype
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    net = build_model(ModelConfig(blocks=1, filters=16, history=2), seed=7).eval()
+    planes = encode_boards(random_game_boards(4, max_plies=30), 2)
+    ev = TorchEvaluator(net, "cpu", "bf16-if-native")
+    assert ev.autocast is native and TorchEvaluator(net, "cpu", "bf16").autocast
+    same = np.array_equal(ev.evaluate(planes)[0], TorchEvaluator(net, "cpu", "float32").evaluate(planes)[0])
+    assert same is not native  # float32 exactly, or it did run in bf16
+    assert ("float32" in ev.precision and "no bf16 instructions" in ev.precision) is not native
+    assert amp_dtype("bf16-if-native", torch.device("cpu")) is (torch.bfloat16 if native else None)
+    assert amp_dtype("bf16", torch.device("cpu")) is torch.bfloat16 and amp_dtype("auto", torch.device("cpu")) is None
+    assert MCTSConfig(precision="bf16-if-native").precision == "bf16-if-native"
+
+
 @pytest.mark.parametrize("precision", ["float32", "bf16"])
 def test_evaluator_channels_last_lays_out_weights_and_batches_as_nhwc_with_the_same_answers(precision):
     """``mcts.channels_last`` (on by default): the CPU's weights and batches are channels-last, and the answers are

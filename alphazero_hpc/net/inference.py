@@ -10,6 +10,7 @@ import torch
 
 from .cputhreads import StepThreads, fixed_threads
 from .model import AlphaZeroNet
+from .precision import describe as describe_precision, uses_bf16
 
 
 def pick_device(requested: str = "auto") -> torch.device:
@@ -42,7 +43,8 @@ class TorchEvaluator:
 
     On CUDA the batch is copied through a pinned buffer. ``precision`` (``mcts.precision``) says whether the
     network runs under bf16 autocast: ``auto`` on CUDA only, ``bf16`` everywhere (on a CPU with native bf16,
-    avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``float32`` nowhere. On CPU,
+    avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``bf16-if-native`` where the
+    device has bf16 instructions (net/precision.py), ``float32`` nowhere. On CPU,
     ``AZHPC_TORCH_THREADS`` sets torch's thread count; otherwise a search pool measures which count is best
     (``cputhreads``). On a GPU (or MPS) torch gets one CPU thread unless ``AZHPC_TORCH_THREADS`` says otherwise: the
     setting is the process's, so later CPU torch work in the same process runs on one thread too.
@@ -56,7 +58,8 @@ class TorchEvaluator:
         self.model = (copy.deepcopy(folded) if folded is model else folded).to(self.device)
         self.history = model.cfg.history
         self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
-        self.autocast = precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
+        self.autocast = uses_bf16(precision, self.device)
+        self.precision = describe_precision(precision, self.device)  # for the task's log
         self._pinned: torch.Tensor | None = None  # CUDA: the page-locked staging buffer of the planes, reused
         self._threads: StepThreads | None = None  # tune_threads(): torch's CPU thread count measured on the batches
         # mcts.channels_last: on CPU the weights and every batch are channels-last (NHWC), which oneDNN's convolutions
@@ -86,11 +89,13 @@ class TorchEvaluator:
         return buf
 
     def describe(self) -> str:
-        """The device in a line for progress records: ``cpu``, or ``cuda:0 (NVIDIA H100 80GB HBM3)``."""
+        """The device in a line for progress records: ``cpu``, ``cpu, bf16`` (under bf16 autocast), or
+        ``cuda:0 (NVIDIA H100 80GB HBM3), bf16``."""
+        arithmetic = ", bf16" if self.autocast else ""
         if self.device.type != "cuda":
-            return str(self.device)
+            return f"{self.device}{arithmetic}"
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)}){arithmetic}"
 
     def tune_threads(self, log=None) -> None:  # noqa: ANN001 - a callable taking one line
         """Measure torch's CPU thread count on this evaluator's own batches (``cputhreads.StepThreads``, per 64

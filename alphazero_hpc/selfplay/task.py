@@ -41,7 +41,10 @@ def build_evaluator(cfg: Config, paths: RunPaths, generation: int, device: str) 
         ensure_initial_checkpoint(model_path, cfg.model, cfg.run.seed)
     model, _ = load_model(model_path, expect=cfg.model)
     dev = pick_device(device)
-    return TorchEvaluator(model, dev, cfg.mcts.precision, cfg.mcts.channels_last), file_digest(model_path)
+    evaluator = TorchEvaluator(model, dev, cfg.mcts.precision, cfg.mcts.channels_last)
+    if cfg.mcts.precision == "bf16-if-native":  # which one it became, on this node, in the task's log
+        print(f"azhpc: {evaluator.precision}", file=sys.stderr, flush=True)
+    return evaluator, file_digest(model_path)
 
 
 def _complete_shards(paths: RunPaths, generation: int, task: int) -> list[int]:

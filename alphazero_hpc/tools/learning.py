@@ -43,10 +43,12 @@ _SMALL = ("model.blocks=2", "model.filters=32", "selfplay.games_in_flight=16", "
 
 
 def _big(blocks: int) -> tuple[str, ...]:
-    """A net of ``blocks`` x 64 filters, batches of 64 and bf16 arithmetic in search and training: on a CPU with native
-    bf16 the 4x64 net searches at 1.63x its float32 speed, 0.75x the 2x32 net's (docs/performance.md)."""
+    """A net of ``blocks`` x 64 filters, batches of 64 and bf16 arithmetic in search and training where the CPU has
+    bf16 instructions (bf16-if-native; float32 elsewhere, where emulated bf16 searched at 0.16x and trained at 0.08x):
+    on a CPU with native bf16 the 4x64 net searches at 1.63x its float32 speed, 0.75x the 2x32 net's
+    (docs/performance.md). Every arm measured before 2026-12-02 ran on such a CPU, so it ran as bf16 did."""
     return (f"model.blocks={blocks}", "model.filters=64", "selfplay.games_in_flight=64", "selfplay.games_per_generation=128",
-            "selfplay.games_per_shard=16", "mcts.precision=bf16", "train.amp=bf16")
+            "selfplay.games_per_shard=16", "mcts.precision=bf16-if-native", "train.amp=bf16-if-native")
 
 
 def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
 from ..net.cputhreads import StepThreads
 from ..net.model import AlphaZeroNet, build_model
+from ..net.precision import uses_bf16
 from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window, set_aside_bad_new_shards
 from ..errors import AzhpcError, failure_line, report
@@ -120,9 +121,11 @@ def lr_factor(steps: int, generation: int, schedule: str) -> Callable[[int], flo
 
 
 def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of ``train.amp`` on ``device`` (auto: bf16 on CUDA, none elsewhere); None: no autocast."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None,
-            "auto": torch.bfloat16 if device.type == "cuda" else None}[amp]
+    """The autocast dtype of ``train.amp`` on ``device`` (auto: bf16 on CUDA, none elsewhere; bf16-if-native: bf16
+    where the device has bf16 instructions, net/precision.py); None: no autocast."""
+    if amp == "fp16":
+        return torch.float16
+    return torch.bfloat16 if uses_bf16(amp, device) else None
 
 
 @dataclass
@@ -282,8 +285,12 @@ class Trainer:
         mine = window[self.env.rank :: self.env.world]
         if not mine:
             raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
+        amp = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "off"}[amp_dtype(tc.amp, self.device)]
+        if tc.amp == "bf16-if-native" and amp == "off":
+            amp += " (bf16-if-native: no bf16 instructions on this device)"
         self.log(f"{steps} steps of {tc.batch_size} over {len(window)} shards "
-                 f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}")
+                 f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}, "
+                 f"amp {amp}")
         return mine
 
     def _start(self, steps: int, mine: list[ShardRef]) -> _Session:
