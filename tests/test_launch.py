@@ -608,7 +608,7 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, sl
     tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
     assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
     slices = json.loads((run / "train" / "gen-0001" / "slices.json").read_text())["slices"]
-    # the margin's stop, not USR2, ended a slice (rank 0 records "another rank stopped" when the other rank saw it first)
+    # the margin's stop, not USR2, ended a slice (rank 0 records "another rank stopped" when the other rank's margin came first)
     assert any(not s["ended"].startswith("stopped: signal") for s in slices[:-1]) and slices[-1]["ended"] == "done", slices
     truth = disk_truth(run, 0)
     assert (truth["games"], truth["duplicates"], truth["partial"]) == (480, 0, [])

@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -352,11 +353,20 @@ class Trainer:
         return _StepOutput(loss, policy_loss, value_loss, logp, logits, target_p, grad_norm, material_loss)
 
     def _agree(self, finite: bool, stop: str) -> tuple[bool, str]:
-        """Every rank must agree to skip a step or to stop, or DDP falls out of step."""
+        """Every rank must agree to skip a step or to stop, or DDP falls out of step. A stop for a signal carries
+        the signal's number, so a rank that has not seen the signal yet (SLURM signals each rank's process on its
+        own, and under load one can be a step behind) records the signal as the reason, not "another rank stopped"."""
         if self.env.world > 1:
-            flags = torch.tensor([0.0 if finite else 1.0, 1.0 if stop else 0.0], device=self.device)
+            code = 0.0
+            if stop:
+                name = stop.split()[1] if stop.startswith("signal SIG") else ""
+                code = float(signal.Signals[name].value) if name in signal.Signals.__members__ else 1.0
+            flags = torch.tensor([0.0 if finite else 1.0, code], device=self.device)
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-            finite, stop = bool(flags[0] == 0), stop or ("another rank stopped" if flags[1] > 0 else "")
+            theirs = int(flags[1])
+            finite = bool(flags[0] == 0)
+            if not stop and theirs:
+                stop = f"signal {signal.Signals(theirs).name}" if theirs > 1 else "another rank stopped"
         return finite, stop
 
     def _record(self, s: _Session, out: _StepOutput, steps: int, seconds: float, t_data: float) -> None:
