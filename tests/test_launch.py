@@ -574,7 +574,9 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
         time.sleep(0.1)
     assert progress_of(run, 0, 0)["status"] == "running", "the task must still be writing"
     subprocess.run(["scontrol", "requeue", f"{array}_0"], check=True)
-    wait_for_metrics(run, 0, 3)
+    # 600 s: the requeued task plays its games again beside the replay; on a 2-core AMD Zen 3 beside a training run
+    # its training had not logged 3 steps after 300 s (2026-12-02); the test alone took 309 s there
+    wait_for_metrics(run, 0, 3, timeout=600)
     subprocess.run(["scontrol", "requeue", train], check=True)
     wait_for_run(run, 480)
 
