@@ -40,7 +40,7 @@ from ..store import atomic
 from ..net.checkpoint import ensure_initial_checkpoint, load_model, read_checkpoint, save_checkpoint
 from ..net.cputhreads import StepThreads
 from ..net.model import AlphaZeroNet, build_model
-from ..net.precision import uses_bf16
+from ..net.precision import describe as describe_precision, uses_bf16
 from ..config import Config
 from .data import BatchPlan, ShardRef, imported_window, make_loader, new_positions, replay_window, set_aside_bad_new_shards
 from ..errors import AzhpcError, failure_line, report
@@ -286,12 +286,10 @@ class Trainer:
         mine = window[self.env.rank :: self.env.world]
         if not mine:
             raise AzhpcError(f"rank {self.env.rank} got no shards ({len(window)} in the window for {self.env.world} ranks): use fewer ranks")
-        amp = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "off"}[amp_dtype(tc.amp, self.device)]
-        if tc.amp == "bf16-if-native" and amp == "off":
-            amp += " (bf16-if-native: no bf16 instructions on this device)"
+        arithmetic = "network in fp16 (fp16)" if tc.amp == "fp16" else describe_precision(tc.amp, self.device)
         self.log(f"{steps} steps of {tc.batch_size} over {len(window)} shards "
                  f"({sum(r.rows for r in window)} positions), world {self.env.world}, lr {self.lr:.4g}, device {self.device}, "
-                 f"amp {amp}")
+                 f"{arithmetic}")
         return mine
 
     def _start(self, steps: int, mine: list[ShardRef]) -> _Session:

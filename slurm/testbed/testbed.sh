@@ -218,7 +218,7 @@ reset_limits() {  # accounting back to what start made: no submit limit on an as
                   # The tests set MaxSubmitJobs/GrpSubmitJobs and add side accounts, and undo it afterwards; a run
                   # killed before its clean-up (a timeout, ^C) left MaxSubmitJobs=3, and every launch of the next run
                   # on this testbed was refused
-  local left name acct
+  local left name acct out
   left=$(submit_limits)
   if [ -n "$left" ]; then
     log "removing submit limits a run left on the testbed (account|user|MaxSubmitJobs|GrpSubmitJobs): $left"
@@ -237,7 +237,7 @@ reset_limits() {  # accounting back to what start made: no submit limit on an as
   for acct in $(sacctmgr -nP list account format=account 2>/dev/null | grep -vxE 'root|azhpc'); do
     log "removing account $acct that a run left on the testbed"
     sacctmgr -i -Q delete user where account="$acct" >/dev/null 2>&1 || true
-    sacctmgr -i -Q delete account "$acct" >/dev/null 2>&1 || log "account $acct stays: $(sacctmgr -i delete account "$acct" 2>&1 | tail -1)"
+    out=$(sacctmgr -i delete account "$acct" 2>&1) || log "account $acct stays: $(tail -1 <<<"$out")"
   done
 }
 
