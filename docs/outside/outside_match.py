@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""A match between two UCI engines run the way an outside rater would: python-chess and the standard library only.
+
+Nothing of alphazero_hpc is imported: the network plays through ``azhpc uci`` like any UCI engine, the openings are
+this script's own (seeded random plies, each opening once with each colour, not the package's book), and a game is
+scored by the rules alone (mate, stalemate, insufficient material, threefold repetition and the fifty-move rule
+claimed, a draw after --max-plies; no material adjudication). It checks that a rating printed by
+``azhpc evaluate --scale`` holds outside the package's own match runner (docs/evaluation.md, "Checked outside the
+match runner").
+
+    python docs/outside/outside_match.py \\
+        --engine "azhpc uci --checkpoint RUN/models/gen-0080.pt --search puct --simulations 800 --policy-temperature 3 --tree-reuse" \\
+        --engine-nodes 800 --opponent fairy-stockfish --opponent-option "Skill Level=-2" --opponent-depth 1 \\
+        --opponent-rating 1054 --games 40 --jobs 2 --pgn scratch/outside.pgn --json scratch/outside.json
+
+Each job is a process with its own two engines; every game's result is printed as it ends.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import random
+import shlex
+import shutil
+import sys
+import time
+
+import chess
+import chess.engine
+import chess.pgn
+
+
+def opening(index: int, plies: int, seed: int) -> chess.Board:
+    """Opening ``index``: ``plies`` uniformly random legal moves from the start, drawn again until the position is
+    still a game (seeded, so every job and every rerun gets the same openings)."""
+    rng = random.Random(f"{seed}:{index}")
+    while True:
+        board = chess.Board()
+        for _ in range(plies):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(rng.choice(moves))
+        if not board.is_game_over(claim_draw=True):
+            return board
+
+
+def command(line: str) -> list[str]:
+    """The engine's argv; a bare name not on PATH is also looked for in /usr/games, where Debian puts the engines."""
+    argv = shlex.split(line)
+    if argv and os.sep not in argv[0] and shutil.which(argv[0]) is None and os.path.exists(f"/usr/games/{argv[0]}"):
+        argv[0] = f"/usr/games/{argv[0]}"
+    return argv
+
+
+def configure(engine: chess.engine.SimpleEngine, options: list[str]) -> None:
+    values: dict[str, str | int | bool | None] = {}
+    for item in options:
+        name, _, value = item.partition("=")
+        values[name.strip()] = value.strip()
+    if values:
+        engine.configure(values)
+
+
+def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngine,
+              opp: chess.engine.SimpleEngine) -> tuple[int, str, chess.pgn.Game]:
+    """Game ``index``: opening ``index // 2``, the network White when ``index`` is even."""
+    board = opening(index // 2, args.random_plies, args.seed)
+    net_white = index % 2 == 0
+    net_limit = chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime)
+    opp_limit = chess.engine.Limit(depth=args.opponent_depth) if args.opponent_depth else chess.engine.Limit(nodes=args.opponent_nodes)
+    game_key = object()  # a new object each game: python-chess sends ucinewgame to both engines
+    while not board.is_game_over(claim_draw=True) and board.ply() < args.max_plies:
+        net_to_move = (board.turn == chess.WHITE) == net_white
+        result = (net if net_to_move else opp).play(board, net_limit if net_to_move else opp_limit, game=game_key)
+        if result.move is None or result.move not in board.legal_moves:
+            raise RuntimeError(f"game {index}: {'network' if net_to_move else 'opponent'} answered {result.move} "
+                               f"in {board.fen()}")
+        board.push(result.move)
+    outcome = board.outcome(claim_draw=True)
+    text = outcome.result() if outcome else "1/2-1/2"  # past --max-plies: a draw
+    game = chess.pgn.Game.from_board(board)
+    game.headers["Event"] = "outside_match.py"
+    game.headers["Round"] = str(index + 1)
+    game.headers["White"], game.headers["Black"] = ("network", "opponent") if net_white else ("opponent", "network")
+    game.headers["Result"] = text
+    game.headers["Termination"] = outcome.termination.name.lower() if outcome else f"{args.max_plies} plies"
+    net_score = {"1-0": 1.0, "0-1": 0.0}.get(text, 0.5)
+    if not net_white:
+        net_score = 1.0 - net_score
+    return index, {1.0: "W", 0.5: "D", 0.0: "L"}[net_score], game
+
+
+def worker(job: int, args: argparse.Namespace, queue: "multiprocessing.Queue[tuple[int, str, str] | str]") -> None:
+    os.environ.setdefault("AZHPC_TORCH_THREADS", "1")  # one core per job for the network's engine
+    engines: list[chess.engine.SimpleEngine] = []
+    try:
+        net = chess.engine.SimpleEngine.popen_uci(command(args.engine))
+        engines.append(net)
+        opp = chess.engine.SimpleEngine.popen_uci(command(args.opponent))
+        engines.append(opp)
+        configure(net, args.engine_option)
+        configure(opp, ["Threads=1", "Hash=16", *args.opponent_option])
+        for index in range(job, args.games, args.jobs):
+            i, letter, game = play_game(index, args, net, opp)
+            queue.put((i, letter, str(game)))
+    except Exception as exc:  # reported by the parent as one line; the games already played count
+        queue.put(f"job {job}: {type(exc).__name__}: {exc}")
+    finally:
+        for engine in engines:
+            engine.quit()
+
+
+def elo(score: float) -> float:
+    if score <= 0:
+        return -math.inf
+    if score >= 1:
+        return math.inf
+    return -400 * math.log10(1 / score - 1)
+
+
+def summary(letters: list[str]) -> dict[str, float | int]:
+    """W/D/L, score, Elo difference and its 95% interval from the three outcomes' variance (as cutechess prints)."""
+    w, d, l = (letters.count(c) for c in "WDL")
+    n = w + d + l
+    mu = (w + d / 2) / n
+    var = (w * (1 - mu) ** 2 + d * (0.5 - mu) ** 2 + l * mu ** 2) / n
+    z = 1.96
+    if var > 0:
+        low, high = mu - z * math.sqrt(var / n), mu + z * math.sqrt(var / n)
+    else:  # every game the same result: Wilson's score interval, not a point
+        centre, spread = (mu + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(mu * (1 - mu) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        low, high = centre - spread, centre + spread
+    return {"wins": w, "draws": d, "losses": l, "games": n, "score": mu, "elo": elo(mu),
+            "elo_low": elo(max(low, 0.0)), "elo_high": elo(min(high, 1.0))}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--engine", required=True, help="the network's UCI command line")
+    p.add_argument("--engine-option", action="append", default=[], help="NAME=VALUE, repeatable")
+    p.add_argument("--engine-nodes", type=int, default=800, help="go nodes N for the network (0: --engine-movetime)")
+    p.add_argument("--engine-movetime", type=float, default=2.0, help="seconds a move when --engine-nodes is 0")
+    p.add_argument("--opponent", default="fairy-stockfish", help="the opponent's UCI command line")
+    p.add_argument("--opponent-option", action="append", default=[], help="NAME=VALUE, repeatable (Threads=1 and Hash=16 are set)")
+    p.add_argument("--opponent-depth", type=int, default=1)
+    p.add_argument("--opponent-nodes", type=int, default=0, help="go nodes N when --opponent-depth is 0")
+    p.add_argument("--opponent-rating", type=float, help="the opponent's rating: also print the network's implied rating")
+    p.add_argument("--games", type=int, default=40)
+    p.add_argument("--random-plies", type=int, default=6)
+    p.add_argument("--max-plies", type=int, default=400)
+    p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--pgn", help="write every game here")
+    p.add_argument("--json", help="write the summary here")
+    args = p.parse_args()
+
+    queue: multiprocessing.Queue[tuple[int, str, str] | str] = multiprocessing.get_context("spawn").Queue()
+    procs = [multiprocessing.get_context("spawn").Process(target=worker, args=(j, args, queue)) for j in range(args.jobs)]
+    started = time.monotonic()
+    for proc in procs:
+        proc.start()
+    results: dict[int, tuple[str, str]] = {}
+    failures: list[str] = []
+    while len(results) + len(failures) < args.games and (any(p.is_alive() for p in procs) or not queue.empty()):
+        try:
+            item = queue.get(timeout=5)
+        except Exception:
+            continue
+        if isinstance(item, str):
+            failures.append(item)
+            print(item, file=sys.stderr, flush=True)
+            continue
+        index, letter, pgn = item
+        results[index] = (letter, pgn)
+        s = summary([r[0] for r in results.values()])
+        print(f"game {index + 1}: {letter}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
+              f"{time.monotonic() - started:.0f} s)", flush=True)
+    for proc in procs:
+        proc.join()
+    if not results:
+        print("no game finished", file=sys.stderr)
+        return 1
+    s = summary([results[i][0] for i in sorted(results)])
+    line = (f"network {s['wins']}-{s['draws']}-{s['losses']} in {s['games']} games, score {s['score']:.3f}, "
+            f"Elo difference {s['elo']:+.0f} [95% {s['elo_low']:+.0f}, {s['elo_high']:+.0f}]")
+    if args.opponent_rating is not None:
+        s["opponent_rating"] = args.opponent_rating
+        s["rating"], s["rating_low"], s["rating_high"] = (args.opponent_rating + s[k] for k in ("elo", "elo_low", "elo_high"))
+        line += f"; with the opponent at {args.opponent_rating:.0f}: {s['rating']:.0f} [{s['rating_low']:.0f}, {s['rating_high']:.0f}]"
+    print(line)
+    if args.pgn:
+        with open(args.pgn, "w") as f:
+            f.write("\n\n".join(results[i][1] for i in sorted(results)) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**s, "args": vars(args), "failures": failures}, f, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
