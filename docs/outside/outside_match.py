@@ -165,20 +165,27 @@ def main() -> int:
         proc.start()
     results: dict[int, tuple[str, str]] = {}
     failures: list[str] = []
-    while len(results) + len(failures) < args.games and (any(p.is_alive() for p in procs) or not queue.empty()):
-        try:
-            item = queue.get(timeout=5)
-        except Exception:
-            continue
-        if isinstance(item, str):
-            failures.append(item)
-            print(item, file=sys.stderr, flush=True)
-            continue
-        index, letter, pgn = item
-        results[index] = (letter, pgn)
-        s = summary([r[0] for r in results.values()])
-        print(f"game {index + 1}: {letter}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
-              f"{time.monotonic() - started:.0f} s)", flush=True)
+    stopped = False
+    try:
+        while len(results) < args.games and (any(p.is_alive() for p in procs) or not queue.empty()):
+            try:
+                item = queue.get(timeout=5)
+            except Exception:
+                continue
+            if isinstance(item, str):
+                failures.append(item)
+                print(item, file=sys.stderr, flush=True)
+                continue
+            index, letter, pgn = item
+            results[index] = (letter, pgn)
+            s = summary([r[0] for r in results.values()])
+            print(f"game {index + 1}: {letter}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
+                  f"{time.monotonic() - started:.0f} s)", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C or kill -INT: the finished games still count, the ones in flight are lost
+        stopped = True
+        print(f"stopped after {len(results)} games; the games in flight are lost", file=sys.stderr, flush=True)
+        for proc in procs:
+            proc.terminate()
     for proc in procs:
         proc.join()
     if not results:
@@ -197,8 +204,8 @@ def main() -> int:
             f.write("\n\n".join(results[i][1] for i in sorted(results)) + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({**s, "args": vars(args), "failures": failures}, f, indent=1)
-    return 1 if failures else 0
+            json.dump({**s, "args": vars(args), "failures": failures, "stopped": stopped}, f, indent=1)
+    return 1 if failures or stopped else 0
 
 
 if __name__ == "__main__":
