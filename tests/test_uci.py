@@ -323,3 +323,37 @@ def test_uci_help_names_the_search_a_go_without_limit_gets():
     res = CliRunner().invoke(main, ["uci", "--help"])
     assert res.exit_code == 0, res.output
     assert f"a go with no limit searches {DEFAULT_SIMULATIONS}." in " ".join(res.output.split()), res.output
+
+
+def test_uci_measures_its_cpu_thread_count_on_its_own_batches(tmp_path):
+    """On a CPU the engine times one thread against torch's count on its own batches and keeps the faster (one line
+    on stderr, stdout left to the protocol): at one game's batches two threads made an 800-simulation move 2.2x
+    slower on a 2-core machine. AZHPC_TORCH_THREADS fixes the count, and then nothing is measured."""
+    import os
+    import subprocess
+
+    ckpt = tmp_path / "gen-0001.pt"
+    save_checkpoint(ckpt, build_model(ModelConfig(blocks=1, filters=16, history=2), seed=1), generation=1)
+    azhpc = shutil.which("azhpc", path=str(Path(sys.executable).parent))
+    assert azhpc is not None
+    commands = "uci\nisready\nposition startpos\ngo nodes 200\n"
+    for fixed in (None, "1"):
+        env = {k: v for k, v in os.environ.items() if k != "AZHPC_TORCH_THREADS"}
+        env["OMP_NUM_THREADS"] = "2"  # torch's count as on a 2-core machine, whatever this one has
+        if fixed:
+            env["AZHPC_TORCH_THREADS"] = fixed
+        proc = subprocess.Popen([azhpc, "uci", "--checkpoint", str(ckpt), "--simulations", "8", "--device", "cpu"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(commands)
+        proc.stdin.flush()
+        lines = []
+        for line in proc.stdout:  # wait for the search's answer before quitting
+            lines.append(line)
+            if line.startswith("bestmove"):
+                break
+        out, err = proc.communicate("quit\n", timeout=60)
+        assert any(line.startswith("bestmove") for line in lines), lines + [out, err]
+        assert not any("thread" in line for line in lines + out.splitlines()), lines  # stdout is the protocol's
+        measured = "the network on the CPU:" in err and "1 thread" in err and "2 threads" in err
+        assert measured == (fixed is None), (fixed, err)
