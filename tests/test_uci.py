@@ -327,8 +327,8 @@ def test_uci_help_names_the_search_a_go_without_limit_gets():
 
 def test_uci_measures_its_cpu_thread_count_on_its_own_batches(tmp_path):
     """On a CPU the engine times one thread against torch's count on its own batches and keeps the faster (one line
-    on stderr, stdout left to the protocol): at one game's batches two threads made an 800-simulation move 2.2x
-    slower on a 2-core machine. AZHPC_TORCH_THREADS fixes the count, and then nothing is measured."""
+    on stderr, stdout left to the protocol): at one game's batches two threads made an 800-simulation move 2.3-2.6x
+    slower on a 2-core machine (docs/evaluation.md, "UCI"). AZHPC_TORCH_THREADS fixes the count, and then nothing is measured."""
     import os
     import subprocess
 

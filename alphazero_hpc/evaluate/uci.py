@@ -243,8 +243,8 @@ def run_uci(checkpoint: Path, simulations: int | None, movetime_ms: int | None, 
     mcts = cfg.play_mcts()
     evaluator = TorchEvaluator(model, pick_device(device), mcts.precision, mcts.channels_last)
     # One game's leaves are batches of a few positions, where torch's threads cost more than they share: on a 2-core
-    # AMD EPYC (family 25 model 17) the recipe's 6x64 net took 3.1 s per 800-simulation move with one thread and
-    # 6.7 s with torch's default two (docs/evaluation.md, "UCI"). So, as in azhpc evaluate's matches, the count is
+    # AMD EPYC (family 25 model 17) the recipe's 6x64 net took 5.3-7.6 s per 800-simulation move with torch's default
+    # two threads and 2.5-2.9 s tuned (docs/evaluation.md, "UCI"). So, as in azhpc evaluate's matches, the count is
     # measured on the engine's own batches (one line on stderr); AZHPC_TORCH_THREADS fixes it instead.
     evaluator.tune_threads()
     name = f"{NAME} gen {payload.get('generation', '?')} ({model.cfg.blocks}x{model.cfg.filters})"

@@ -22,6 +22,7 @@ import json
 import math
 import multiprocessing
 import os
+import queue as queues
 import random
 import shlex
 import shutil
@@ -158,8 +159,9 @@ def main() -> int:
     p.add_argument("--json", help="write the summary here")
     args = p.parse_args()
 
-    queue: multiprocessing.Queue[tuple[int, str, str] | str] = multiprocessing.get_context("spawn").Queue()
-    procs = [multiprocessing.get_context("spawn").Process(target=worker, args=(j, args, queue)) for j in range(args.jobs)]
+    spawn = multiprocessing.get_context("spawn")  # each job starts its engines in a fresh process
+    queue: multiprocessing.Queue[tuple[int, str, str] | str] = spawn.Queue()
+    procs = [spawn.Process(target=worker, args=(j, args, queue)) for j in range(args.jobs)]
     started = time.monotonic()
     for proc in procs:
         proc.start()
@@ -170,7 +172,7 @@ def main() -> int:
         while len(results) < args.games and (any(p.is_alive() for p in procs) or not queue.empty()):
             try:
                 item = queue.get(timeout=5)
-            except Exception:
+            except queues.Empty:
                 continue
             if isinstance(item, str):
                 failures.append(item)
