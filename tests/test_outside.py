@@ -21,15 +21,17 @@ def load(name: str):
     return module
 
 
-@pytest.mark.parametrize("wdl", [(50, 0, 50), (10, 0, 0), (0, 0, 7), (23, 1, 16), (5, 0, 16), (3, 30, 2)])
+@pytest.mark.parametrize("wdl", [(50, 0, 50), (10, 0, 0), (0, 0, 7), (21, 0, 0), (0, 0, 11), (23, 1, 16), (5, 0, 16), (3, 30, 2)])
 def test_outside_match_summary_gives_the_packages_interval(wdl):
     w, d, l = wdl
     outside = load("outside_match").summary(["W"] * w + ["D"] * d + ["L"] * l)
     ours = MatchScore(w, d, l)
     lo, hi = ours.elo_interval()
     assert outside["elo"] == ours.elo or (math.isinf(outside["elo"]) and math.isinf(ours.elo))
-    # z = 1.96 there, 1.959964 here: a few hundredths of an Elo apart
-    assert outside["elo_low"] == pytest.approx(lo, abs=0.05) and outside["elo_high"] == pytest.approx(hi, abs=0.05)
+    # z = 1.96 there, 1.959964 here: a few hundredths of an Elo apart; an all-win (all-loss) match is unbounded above
+    # (below) in both, not a large finite number from rounding
+    for mine, theirs in ((outside["elo_low"], lo), (outside["elo_high"], hi)):
+        assert mine == theirs if math.isinf(theirs) else mine == pytest.approx(theirs, abs=0.05)
 
 
 def test_pool_is_the_maximum_likelihood_rating_the_packages_fit_gives_against_pinned_opponents():
@@ -48,16 +50,50 @@ def test_pool_is_the_maximum_likelihood_rating_the_packages_fit_gives_against_pi
     assert (pooled["rating_high"] - pooled["rating_low"]) == pytest.approx(ours.high - ours.low, rel=0.1)
 
 
-def test_pool_of_one_match_is_that_match_and_symmetric_opponents_meet_in_the_middle():
+@pytest.mark.parametrize("wdl", [(23, 1, 16), (10, 10, 8), (5, 0, 16)])
+def test_pool_of_one_match_is_that_match_and_its_interval_is_the_packages_fit(wdl):
+    """One opponent: the point is outside_match.py's, and the width is the package's fit's with no prior draws (its
+    weight for draws is the same variance ratio as long as it stays under its cap of 4)."""
     pool, outside = load("pool"), load("outside_match")
-    one = pool.pool([(23, 1, 16, 1054.0)])
-    assert one["rating"] == pytest.approx(1054.0 + outside.summary(["W"] * 23 + ["D"] + ["L"] * 16)["elo"], abs=0.01)
-    # 10-0-10 against 1000 and against 1200: 1100 by symmetry; per-game variance 0.25, slope ln10/400 * 1/4 at an
-    # even score only at 1100 +- 100 (E = 0.640 and 0.360): half-width 1.96 * sqrt(40 * 0.25) / (40 * slope * E(1-E)).
+    w, d, l = wdl
+    one = pool.pool([(w, d, l, 1054.0)])
+    assert one["rating"] == pytest.approx(1054.0 + outside.summary(["W"] * w + ["D"] * d + ["L"] * l)["elo"], abs=0.01)
+    ours = fit_ratings([("net", "rung", MatchScore(w, d, l))], "rung", 1054.0, prior_draws=0.0)["net"]
+    assert ours.low is not None and ours.high is not None
+    assert one["rating_high"] - one["rating_low"] == pytest.approx(ours.high - ours.low, abs=0.05)
+
+
+def test_pool_does_not_depend_on_how_games_are_split_and_disagreeing_matches_widen_it():
+    pool = load("pool")
+    split, merged = pool.pool([(5, 0, 16, 1054.0), (23, 1, 16, 1054.0)]), pool.pool([(28, 1, 32, 1054.0)])
+    assert split == pytest.approx(merged)
+    # all wins against 1000 and all losses against 1500 fit 1250 exactly, yet the games' spread is not zero
+    far = pool.pool([(5, 0, 0, 1000.0), (0, 0, 5, 1500.0)])
+    assert far["rating"] == pytest.approx(1250.0, abs=0.01) and far["rating_high"] - far["rating_low"] > 100
+
+
+def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries():
+    """docs/evaluation.md ("Checked outside the match runner"): seed 13's network, 101 games against two rungs."""
+    pool = load("pool")
+    matches = [pool.parse(str(OUTSIDE / "seed13-fairy-stockfish-2b.json")),
+               pool.parse(str(OUTSIDE / "seed13-fairy-stockfish-3.json")), pool.parse("5-0-16@1054")]
+    assert matches == [(23, 1, 16, 1054.0), (21, 1, 18, 917.0), (5, 0, 16, 1054.0)]
+    s = pool.pool(matches)
+    assert (round(s["rating"]), round(s["rating_low"]), round(s["rating_high"]), s["games"]) == (997, 927, 1066, 101)
+
+
+def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
+    pool = load("pool")
+    # 10-0-10 against 1000 and against 1200: 1100 by symmetry, where E = 0.640 and 0.360; each match's squared
+    # residuals about E sum to 10 ((1 - E)^2 + E^2), the slope is ln10/400 * E(1 - E) a game: half-width
+    # 1.96 * sqrt(20 ((1 - E)^2 + E^2)) / (40 ln10/400 E(1 - E)) over the 40 games.
     two = pool.pool([(10, 0, 10, 1000.0), (10, 0, 10, 1200.0)])
     e = 1 / (1 + 10 ** (-100 / 400))
-    half = 1.96 * math.sqrt(40 * 0.25) / (40 * math.log(10) / 400 * e * (1 - e))
+    half = 1.96 * math.sqrt(20 * ((1 - e) ** 2 + e ** 2)) / (40 * math.log(10) / 400 * e * (1 - e))
     assert two["rating"] == pytest.approx(1100.0, abs=0.01) and two["rating_high"] - 1100 == pytest.approx(half, abs=0.01)
     assert pool.parse("5-0-16@1054") == (5, 0, 16, 1054.0)
     with pytest.raises(SystemExit, match="same result"):
         pool.pool([(0, 0, 21, 1054.0)])
+    for bad in ("0-0-0@1000", "5-0-x@1000", "5-0-16", "-1-0-3@900"):
+        with pytest.raises(SystemExit):
+            pool.parse(bad)

@@ -26,6 +26,7 @@ import queue as queues
 import random
 import shlex
 import shutil
+import signal
 import sys
 import time
 
@@ -134,7 +135,7 @@ def summary(letters: list[str]) -> dict[str, float | int]:
         low, high = mu - z * math.sqrt(var / n), mu + z * math.sqrt(var / n)
     else:  # every game the same result: Wilson's score interval, not a point
         centre, spread = (mu + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(mu * (1 - mu) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        low, high = centre - spread, centre + spread
+        low, high = (0.0 if mu == 0 else centre - spread), (1.0 if mu == 1 else centre + spread)  # no rounding off 0 or 1
     return {"wins": w, "draws": d, "losses": l, "games": n, "score": mu, "elo": elo(mu),
             "elo_low": elo(max(low, 0.0)), "elo_high": elo(min(high, 1.0))}
 
@@ -159,6 +160,13 @@ def main() -> int:
     p.add_argument("--json", help="write the summary here")
     args = p.parse_args()
 
+    # Ctrl-C, kill -INT or kill -TERM stops the match with its finished games, also when it was started in the
+    # background (`nohup ... &`), where the shell hands it SIGINT ignored and Python keeps it so.
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     spawn = multiprocessing.get_context("spawn")  # each job starts its engines in a fresh process
     queue: multiprocessing.Queue[tuple[int, str, str] | str] = spawn.Queue()
     procs = [spawn.Process(target=worker, args=(j, args, queue)) for j in range(args.jobs)]
@@ -183,7 +191,7 @@ def main() -> int:
             s = summary([r[0] for r in results.values()])
             print(f"game {index + 1}: {letter}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
                   f"{time.monotonic() - started:.0f} s)", flush=True)
-    except KeyboardInterrupt:  # Ctrl-C or kill -INT: the finished games still count, the ones in flight are lost
+    except KeyboardInterrupt:  # Ctrl-C, kill -INT or -TERM: the finished games still count, the ones in flight are lost
         stopped = True
         print(f"stopped after {len(results)} games; the games in flight are lost", file=sys.stderr, flush=True)
         for proc in procs:
