@@ -68,13 +68,15 @@ def test_tuner_takes_turns_so_that_drift_hits_every_count_alike(monkeypatch):
 
         def evaluate(self, planes):
             self.t0 = self.t0 or time.perf_counter()
-            slower = 1 + 10 * (time.perf_counter() - self.t0)  # 4x slower after 0.3 s
-            time.sleep((0.001 if self.threads == self.fast else 0.002) * slower)
+            # 4x slower after 1.5 s. Sleeps of 5 and 10 ms, not 1 and 2: on a loaded host a sleep's wake-up comes a
+            # millisecond or more late, which made 1 and 2 ms look alike (the suite beside a match chose 1 thread)
+            slower = 1 + 2 * (time.perf_counter() - self.t0)
+            time.sleep((0.005 if self.threads == self.fast else 0.010) * slower)
             return np.zeros((len(planes), 4672), np.float32), np.zeros(len(planes), np.float32)
 
     ev = Drifting(threads=1, fast=4)
-    tuner = ThreadTuner(ev, workers=2, window_s=0.1, rounds=3, log=io.StringIO())
-    _serve(ev, tuner)
+    tuner = ThreadTuner(ev, workers=2, window_s=0.5, rounds=3, log=io.StringIO())
+    _serve(ev, tuner, seconds=30.0)
     assert tuner.chosen == 4, tuner.rates
 
 
