@@ -94,6 +94,6 @@ def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line()
     assert pool.parse("5-0-16@1054") == (5, 0, 16, 1054.0)
     with pytest.raises(SystemExit, match="same result"):
         pool.pool([(0, 0, 21, 1054.0)])
-    for bad in ("0-0-0@1000", "5-0-x@1000", "5-0-16", "-1-0-3@900"):
+    for bad in ("0-0-0@1000", "5-0-x@1000", "5-0-16", "-1-0-3@900", "5-0-16@nan"):
         with pytest.raises(SystemExit):
             pool.parse(bad)

@@ -37,15 +37,14 @@ def parse(item: str) -> tuple[int, int, int, float]:
             print(f"{item}: a match that was stopped or had failures; its finished games count", file=sys.stderr)
         w, d, l, rating = int(s["wins"]), int(s["draws"]), int(s["losses"]), float(s["opponent_rating"])
     else:
-        counts, at, text = item.partition("@")
+        counts, _, text = item.partition("@")
         try:
             w, d, l = (int(x) for x in counts.split("-"))
-            rating = float(text) if at else math.nan
+            rating = float(text)  # "" (no @RATING) is a ValueError too
+            if not math.isfinite(rating):
+                raise ValueError(text)
         except ValueError:
-            w = d = l = -1
-            rating = math.nan
-        if math.isnan(rating):
-            raise SystemExit(f"{item}: neither a file nor W-D-L@RATING (e.g. 5-0-16@1054)")
+            raise SystemExit(f"{item}: neither a file nor W-D-L@RATING (e.g. 5-0-16@1054)") from None
     if min(w, d, l) < 0 or w + d + l == 0:
         raise SystemExit(f"{item}: wins, draws and losses must be >= 0 and not all 0")
     return w, d, l, rating
