@@ -13,12 +13,12 @@ import pytest
 
 from alphazero_hpc.config import Config
 from alphazero_hpc.errors import AzhpcError
-from alphazero_hpc.evaluate.elo import MatchScore, expected_score, fit_ratings
+from alphazero_hpc.evaluate.elo import Z95, MatchScore, expected_score, fit_ratings, rating_covariance
 from alphazero_hpc.evaluate.engines import EnginePlayer, canonical_engine_name, parse_engine
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
-from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb,
-                                          fit_scale, load_scale, render_table, write_fit)
+from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb, exact,
+                                          fit_scale, load_scale, read_table, render_table, scale_fit, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
 from .conftest import rated, run_cli, slurm_cli
@@ -73,6 +73,96 @@ def test_pinned_players_fix_the_scale_and_their_uncertainty_widens_the_interval(
     half_match = (alone_high - alone_low) / 2
     _, one_low, one_high = rated(one["net"])
     assert (one_high - one_low) / 2 == pytest.approx(math.hypot(half_match, 1.959964 * 60), rel=1e-3)
+
+
+def sd(rating) -> float:
+    """A fitted rating's standard deviation, from its 95% interval."""
+    _, low, high = rated(rating)
+    return (high - low) / (2 * Z95)
+
+
+def test_rating_covariance_of_a_chain_adds_along_it():
+    """anchor - a - b, adjacent matches only: b's error is a's plus the a-b match's, so cov(a, b) = var(a) and
+    var(b) = var(a) + var(b | a exact); the diagonal is fit_ratings' own standard deviation."""
+    matches = [("a", "anchor", MatchScore(30, 10, 60)), ("b", "a", MatchScore(55, 5, 40))]
+    cov = rating_covariance(matches, "anchor", 1000.0)
+    assert set(cov) == {("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")}  # the anchor is exact
+    assert cov[("a", "b")] == pytest.approx(cov[("b", "a")]) == pytest.approx(cov[("a", "a")], rel=1e-6)
+    b_given_a = fit_ratings(matches, "a", 0.0)["b"]
+    assert cov[("b", "b")] == pytest.approx(cov[("a", "a")] + sd(b_given_a) ** 2, rel=1e-6)
+    fitted = fit_ratings(matches, "anchor", 1000.0)
+    for p in "ab":
+        assert math.sqrt(cov[(p, p)]) == pytest.approx(sd(fitted[p]), rel=1e-9)
+
+
+def test_correlated_pins_move_a_player_rated_between_them_together():
+    """A player rated against two pinned rungs: shifting both by d shifts it by d (only differences enter the
+    likelihood), so with their errors fully correlated its calibration part is the rungs' whole sd; independent
+    they partly cancel; anti-correlated (equal weights) they cancel."""
+    matches = [("net", "a", MatchScore(60, 0, 40)), ("net", "b", MatchScore(40, 0, 60))]
+    pinned = {"a": (900.0, 60.0), "b": (1100.0, 60.0)}
+    exact = fit_ratings(matches, "anchor", 1350.0, pinned={"a": (900.0, 0.0), "b": (1100.0, 0.0)})["net"]
+    games_var = sd(exact) ** 2
+
+    def calibration_sd(corr: float) -> float:
+        net = fit_ratings(matches, "anchor", 1350.0, pinned=pinned, pinned_cov={("a", "b"): corr * 60 * 60})["net"]
+        assert net.elo == pytest.approx(exact.elo)
+        return math.sqrt(max(sd(net) ** 2 - games_var, 0.0))
+
+    assert calibration_sd(1.0) == pytest.approx(60.0, rel=1e-3)
+    assert calibration_sd(0.0) == pytest.approx(60.0 / math.sqrt(2), rel=0.02)  # about equal weights
+    assert calibration_sd(-1.0) < 5.0
+    assert calibration_sd(0.5) == pytest.approx(60.0 * math.sqrt(0.75), rel=0.02)
+    flipped = fit_ratings(matches, "anchor", 1350.0, pinned=pinned, pinned_cov={("b", "a"): 3600.0})["net"]  # either order
+    assert sd(flipped) == pytest.approx(math.sqrt(games_var + 3600.0), rel=1e-3)
+
+
+def test_the_shipped_scale_carries_its_rungs_covariances():
+    """The table's pairs give back every rung's shipped interval (the same fit), and the rungs near 1000 correlate
+    at 0.9 and more; taken as exact, the rungs carry none."""
+    table = read_table()
+    cov = rating_covariance([(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"]))
+                             for m in table["pairs"]], table["anchor"], table["anchor_elo"])
+    rungs = load_scale()
+    for r in rungs:
+        if r.name != ANCHOR:
+            assert Z95 * math.sqrt(cov[(r.name, r.name)]) == pytest.approx(Z95 * r.sd, abs=0.15), r.name
+    by_name = {r.name: r for r in rungs}
+    two, three = by_name["fairy-stockfish:skill=-2,depth=1"], by_name["fairy-stockfish:skill=-3,depth=1"]
+    c = dict(two.cov)[three.name]
+    assert c == pytest.approx(dict(three.cov)[two.name]) and 0.9 < c / (two.sd * three.sd) < 1.0
+    assert not by_name[ANCHOR].cov and all(not r.cov for r in exact(rungs))
+
+
+def test_intervals_with_the_rungs_calibration_cover_the_truth(tmp_path):
+    """Simulated calibrations of a chain of rungs, each followed by a player rated against the two weakest: its 95%
+    interval, the calibration carried with the rungs' covariances, covers its true rating about 95% of the time;
+    treating the rungs' errors as independent (the diagonal alone) covers far less, since the player's interval is
+    mostly calibration here (1000 games per rung for the player, 100 per calibration pair)."""
+    rng = np.random.default_rng(11)
+    truth = {"r0": 0.0, "r1": 200.0, "r2": 400.0, "r3": 600.0, "r4": 800.0}  # r4 the anchor
+    names, player = list(truth), 100.0
+    hits = {"covariance": 0, "diagonal": 0}
+    reps = 300
+    for _ in range(reps):
+        calibration = [(hi, lo, MatchScore(w, 0, 100 - w)) for lo, hi in zip(names, names[1:])
+                       for w in [int(rng.binomial(100, expected_score(truth[hi] - truth[lo])))]]
+        pairs = [{"first": a, "second": b, "wins": m.wins, "draws": 0, "losses": m.losses} for a, b, m in calibration]
+        fitted = fit_ratings(calibration, "r4", 800.0)
+        table = {"schema": 1, "scale": "test", "anchor": "r4", "anchor_elo": 800.0, "anchor_note": "",
+                 "rungs": [{"name": n, **dict(zip(("elo", "low", "high"), rated(fitted[n]))),
+                            "timed": False, "clock": False, "games": 0} for n in names], "pairs": pairs}
+        where = tmp_path / "t.json"
+        where.write_text(json.dumps(table))
+        rungs = load_scale(where)
+        games = [("net", n, MatchScore(w, 0, 1000 - w))
+                 for n in ("r0", "r1") for w in [int(rng.binomial(1000, expected_score(player - truth[n])))]]
+        for how, used in (("covariance", rungs), ("diagonal", [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs])):
+            net = scale_fit(games, used)["net"]
+            _, low, high = rated(net)
+            hits[how] += low <= player <= high
+    assert 0.91 <= hits["covariance"] / reps <= 0.99, hits
+    assert hits["diagonal"] / reps < hits["covariance"] / reps - 0.08, hits
 
 
 # -- the rating search, against a player of known strength ----------------------------------------------

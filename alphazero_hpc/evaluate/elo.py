@@ -123,16 +123,84 @@ class Rating:
 
 def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
                 anchor_elo: float = 0.0, prior_draws: float = 1.0, z: float = Z95,
-                pinned: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Rating]:
+                pinned: Mapping[str, tuple[float, float]] | None = None,
+                pinned_cov: Mapping[tuple[str, str], float] | None = None) -> dict[str, Rating]:
     """Ratings of every player in ``matches`` (first player, second player, first player's W/D/L).
 
     ``anchor`` is pinned at ``anchor_elo``; intervals are relative to it. ``pinned`` fixes more players at known
     ratings, each ``(elo, standard deviation)`` relative to the anchor (the rungs of a calibrated scale): the
     others are fitted against them, and their intervals carry the pinned players' uncertainty too (the delta
-    method: how far a free rating moves when a pinned one does). Players with no chain of matches to the anchor
-    or a pinned player get ``elo=None``.
+    method: how far a free rating moves when a pinned one does). ``pinned_cov`` gives the covariances (Elo^2)
+    between pinned players, keyed by either order of a pair: rungs calibrated along one chain of matches share
+    errors, and a player rated against two of them moves with their common error, which the standard deviations
+    alone would count as independent (too narrow an interval). Pairs not given are uncorrelated. Players with no
+    chain of matches to the anchor or a pinned player get ``elo=None``.
     """
-    fixed = {anchor: (anchor_elo, 0.0), **{k: v for k, v in (pinned or {}).items() if k != anchor}}
+    fit = _solve(matches, anchor, anchor_elo, prior_draws, pinned or {})
+    if fit.free and fit.pins:  # the pinned ratings' own (co)variance, carried through d(free)/d(pinned) = -H^-1 cross
+        sens = -fit.cov @ fit.cross
+        cov = _pinned_covariance(fit.pins, fit.fixed, pinned_cov or {})
+        fit.cov = fit.cov + sens @ cov @ sens.T
+    out: dict[str, Rating] = {}
+    for p in fit.players:
+        if p not in fit.reach:
+            out[p] = Rating(p, None, None, None, fit.played[p])
+            continue
+        elo = anchor_elo + fit.rating(p) / _K
+        sd = fit.fixed[p][1] * _K if p in fit.fixed else math.sqrt(float(fit.cov[fit.idx[p], fit.idx[p]]))
+        half = z * sd / _K
+        out[p] = Rating(p, elo, elo - half, elo + half, fit.played[p])
+    return out
+
+
+def rating_covariance(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_elo: float = 0.0,
+                      prior_draws: float = 1.0) -> dict[tuple[str, str], float]:
+    """The covariances (Elo^2) of the ratings that ``fit_ratings`` fits with only ``anchor`` pinned, every ordered
+    pair of players connected to it (the anchor itself has none: it is exact). Players rated along one chain of
+    matches share that chain's errors: in a chain anchor - a - b, b's error is a's plus that of the a-b match, so
+    cov(a, b) = var(a)."""
+    fit = _solve(matches, anchor, anchor_elo, prior_draws, {})
+    scale = 1.0 / (_K * _K)
+    return {(p, q): float(fit.cov[i, j]) * scale for p, i in fit.idx.items() for q, j in fit.idx.items()}
+
+
+def _pinned_covariance(pins: list[str], fixed: Mapping[str, tuple[float, float]],
+                       pinned_cov: Mapping[tuple[str, str], float]) -> np.ndarray:
+    """The pinned players' covariance in natural units: standard deviations on the diagonal, ``pinned_cov`` off it
+    (a pair given in either order)."""
+    out = np.diag([(fixed[p][1] * _K) ** 2 for p in pins])
+    for i, p in enumerate(pins):
+        for j, q in enumerate(pins):
+            if i != j:
+                c = pinned_cov.get((p, q), pinned_cov.get((q, p), 0.0))
+                out[i, j] = c * _K * _K
+    return out
+
+
+@dataclass
+class _Fit:
+    """The maximum-likelihood solution, natural units: free players' ratings and inverse observed information
+    (``cov``), and the information between free and pinned players (``cross``)."""
+
+    players: list[str]
+    played: dict[str, int]
+    fixed: dict[str, tuple[float, float]]
+    reach: set[str]
+    free: list[str]
+    pins: list[str]
+    idx: dict[str, int]
+    r: np.ndarray
+    cov: np.ndarray
+    cross: np.ndarray
+    anchor_elo: float
+
+    def rating(self, p: str) -> float:
+        return (self.fixed[p][0] - self.anchor_elo) * _K if p in self.fixed else float(self.r[self.idx[p]])
+
+
+def _solve(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_elo: float, prior_draws: float,
+           pinned: Mapping[str, tuple[float, float]]) -> _Fit:
+    fixed = {anchor: (anchor_elo, 0.0), **{k: v for k, v in pinned.items() if k != anchor}}
     wdl: dict[tuple[str, str], list[float]] = {}  # per pair (sorted names): first name's W, D, L
     played: dict[str, int] = {}
     for a, b, s in matches:
@@ -158,8 +226,6 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
         games[key] = weight * n
     players = sorted(played)
     fixed = {p: v for p, v in fixed.items() if p in played}
-    if not fixed:
-        return {p: Rating(p, None, None, None, played[p]) for p in players}
     reach: set[str] = set()
     for p in fixed:
         reach |= _connected(p, games.keys())
@@ -169,19 +235,15 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
     pidx = {p: i for i, p in enumerate(pins)}
     pairs = [(a, b, pts[(a, b)], games[(a, b)]) for a, b in games if a in reach]
     # natural units, the anchor at 0; free players start at the mean of the pinned ones (a scale's middle)
-    r = np.full(len(free), float(np.mean([(v[0] - anchor_elo) * _K for v in fixed.values()])))
-
-    def rating(p: str) -> float:
-        return (fixed[p][0] - anchor_elo) * _K if p in fixed else r[idx[p]]
-
-    cov: np.ndarray = np.zeros((len(free), len(free)))
-    cross = np.zeros((len(free), len(pins)))  # observed information between free and pinned ratings
+    start = float(np.mean([(v[0] - anchor_elo) * _K for v in fixed.values()])) if fixed else 0.0
+    fit = _Fit(players, played, fixed, reach, free, pins, idx, np.full(len(free), start),
+               np.zeros((len(free), len(free))), np.zeros((len(free), len(pins))), anchor_elo)
     for _ in range(100):
         grad = np.zeros(len(free))
         hess = np.zeros((len(free), len(free)))
-        cross[:] = 0.0
+        fit.cross[:] = 0.0
         for a, b, score, n in pairs:
-            e = 1.0 / (1.0 + math.exp(rating(b) - rating(a)))
+            e = 1.0 / (1.0 + math.exp(fit.rating(b) - fit.rating(a)))
             g, h = score - n * e, n * e * (1 - e)
             for p, sign in ((a, 1.0), (b, -1.0)):
                 if p in idx:
@@ -191,29 +253,16 @@ def fit_ratings(matches: Iterable[tuple[str, str, MatchScore]], anchor: str,
                 if p in idx and q in idx:
                     hess[idx[p], idx[q]] -= h
                 elif p in idx and q in pidx:
-                    cross[idx[p], pidx[q]] -= h
+                    fit.cross[idx[p], pidx[q]] -= h
         if not free:
             break
-        cov = np.linalg.inv(hess)
-        step = cov @ grad
+        fit.cov = np.linalg.inv(hess)
+        step = fit.cov @ grad
         step *= min(1.0, 1.0 / max(np.abs(step).max(), 1e-300))  # at most ~174 Elo a step: far starts converge
-        r += step
+        fit.r += step
         if np.abs(step).max() < 1e-10:
             break
-    if free and pins:  # the pinned ratings' own variance, carried through d(free)/d(pinned) = -H^-1 cross
-        sens = -cov @ cross
-        pin_var = np.diag([(fixed[p][1] * _K) ** 2 for p in pins])
-        cov = cov + sens @ pin_var @ sens.T
-    out: dict[str, Rating] = {}
-    for p in players:
-        if p not in reach:
-            out[p] = Rating(p, None, None, None, played[p])
-            continue
-        elo = anchor_elo + float(rating(p)) / _K
-        sd = fixed[p][1] * _K if p in fixed else math.sqrt(float(cov[idx[p], idx[p]]))
-        half = z * sd / _K
-        out[p] = Rating(p, elo, elo - half, elo + half, played[p])
-    return out
+    return fit
 
 
 def _connected(start: str, edges: Iterable[tuple[str, str]]) -> set[str]:

@@ -9,7 +9,8 @@ maximum-likelihood fit (``fit_scale``). ``freeze`` writes the fitted table, with
 (``scale.json``), where ``load_scale`` finds it.
 
 A network is rated on the scale by matches against the rungs (``rate_on_scale``), fitted with the rungs
-pinned at their calibrated ratings and their uncertainty carried into the network's interval. Ratings are
+pinned at their calibrated ratings and their uncertainty carried into the network's interval, with the covariances
+between rungs that one calibration chain gives them (``rung_correlations``, from the table's pairs). Ratings are
 relative to the anchor: its own uncertainty (the Stockfish team's calibration, re-measured at 1320 +- 33 in 2023)
 and the offset of that calibration to CCRL are not in the intervals; ``ANCHOR_NOTE`` says so wherever a scale
 rating is printed.
@@ -31,7 +32,7 @@ from ..config import Config
 from ..errors import AzhpcError, report
 from ..store import atomic
 from ..store.paths import RunPaths
-from .elo import Z95, MatchScore, fit_ratings
+from .elo import Z95, MatchScore, fit_ratings, rating_covariance
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
 from .ledger import LedgerEntry, PlaySetup, read_ledger
 from .match import book_openings
@@ -311,14 +312,33 @@ class ScaleRung:
     elo: float
     sd: float  # standard deviation relative to the anchor, Elo
     timed: bool
+    cov: tuple[tuple[str, float], ...] = ()  # covariance (Elo^2) with each other rung it shares calibration errors with
 
 
 def load_scale(path: Path | None = None) -> list[ScaleRung]:
-    """The shipped (or given) table's rated rungs, weakest first."""
+    """The shipped (or given) table's rated rungs, weakest first. Each rung's standard deviation is the table's
+    interval; its covariances with the other rungs come from the table's calibration pairs (``rung_correlations``):
+    the rungs were rated along one chain of matches, so their errors move together."""
     table = read_table(path)
-    out = [ScaleRung(r["name"], r["elo"], (r["high"] - r["low"]) / (2 * Z95), r["timed"])
-           for r in table["rungs"] if r["elo"] is not None]
+    rated = [r for r in table["rungs"] if r["elo"] is not None]
+    sd = {r["name"]: (r["high"] - r["low"]) / (2 * Z95) for r in rated}
+    corr = rung_correlations(table)
+    out = [ScaleRung(r["name"], r["elo"], sd[r["name"]], r["timed"],
+                     tuple((q, round(c * sd[r["name"]] * sd[q], 3)) for (p, q), c in sorted(corr.items())
+                           if p == r["name"] and q != p and q in sd and c != 0.0))
+           for r in rated]
     return sorted(out, key=lambda r: r.elo)
+
+
+def rung_correlations(table: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """Correlations of the rungs' calibration errors, every ordered pair of rated rungs but the anchor (exact): the
+    joint fit's inverse information over the table's ``pairs``, the same fit that gave the rungs' intervals. Adjacent
+    rungs of a chain correlate strongly (0.9 and more on the shipped table): a network rated against two of them
+    moves with their common error, so it does not average out."""
+    matches = [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
+    cov = rating_covariance(matches, table["anchor"], table["anchor_elo"])
+    return {(p, q): c / math.sqrt(cov[(p, p)] * cov[(q, q)]) for (p, q), c in cov.items()
+            if cov[(p, p)] > 0 and cov[(q, q)] > 0}
 
 
 def exact(rungs: Iterable[ScaleRung]) -> list[ScaleRung]:
@@ -328,10 +348,12 @@ def exact(rungs: Iterable[ScaleRung]) -> list[ScaleRung]:
 
 
 def scale_fit(matches: Sequence[tuple[str, str, MatchScore]], rungs: Sequence[ScaleRung]) -> dict[str, Any]:
-    """Ratings of the non-rung players of ``matches`` on the scale: every rung pinned at its calibrated rating."""
+    """Ratings of the non-rung players of ``matches`` on the scale: every rung pinned at its calibrated rating, its
+    calibration error (with the covariances between rungs) carried into the players' intervals."""
     pinned = {r.name: (r.elo, r.sd) for r in rungs}
+    cov = {(r.name, q): c for r in rungs for q, c in r.cov}
     anchor = ANCHOR if ANCHOR in pinned else rungs[-1].name
-    return fit_ratings(matches, anchor, pinned[anchor][0], pinned=pinned)
+    return fit_ratings(matches, anchor, pinned[anchor][0], pinned=pinned, pinned_cov=cov)
 
 
 # -- rating a player on the scale ------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The thirteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
+each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
+(their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
+that the games alone make. Then the mean over the runs and its interval as ``azhpc seeds`` computes it.
+
+    python docs/calibration/recompute_runs.py
+"""
+
+import math
+import statistics
+
+from alphazero_hpc.evaluate.elo import Z95, MatchScore
+from alphazero_hpc.evaluate.scale import ScaleRung, exact, load_scale, scale_fit
+from alphazero_hpc.evaluate.seeds import student_t_quantile
+
+R = {"-1": "fairy-stockfish:skill=-1,depth=1", "-2": "fairy-stockfish:skill=-2,depth=1",
+     "-3": "fairy-stockfish:skill=-3,depth=1", "-4": "fairy-stockfish:skill=-4,depth=1",
+     "-12": "fairy-stockfish:skill=-12,depth=1", "sf": "stockfish:skill=0,depth=1", "greedy": "greedy"}
+RUNS = {  # seed: the documented rating, then its games, rung W-D-L
+    1: ("1062 [984, 1139]", "-1 7-4-9, -2 16-2-12, -3 18-2-10, -4 26-0-4, greedy 10-0-0"),
+    2: ("1163 [1081, 1245]", "sf 11-5-14, -1 21-3-26, -2 6-0-4, greedy 10-0-0"),
+    3: ("1017 [937, 1096]", "-1 6-2-12, -2 12-0-18, -3 17-2-11, -4 10-0-0, greedy 10-0-0"),
+    4: ("899 [815, 982]", "-2 8-1-21, -3 9-0-21, -4 27-1-2, greedy 10-0-0"),
+    5: ("997 [910, 1084]", "-2 14-1-15, -3 29-4-17, -4 7-0-3, greedy 10-0-0"),
+    6: ("966 [879, 1052]", "-2 9-1-20, -3 30-0-20, -4 9-0-1, greedy 10-0-0"),
+    7: ("1095 [1016, 1175]", "-1 9-5-16, -2 19-1-10, -3 14-0-6, sf 2-0-8, greedy 10-0-0"),
+    8: ("982 [896, 1068]", "-2 21-1-28, -3 17-0-13, -4 9-0-1, -12 10-0-0, greedy 10-0-0"),
+    9: ("1101 [1017, 1186]", "-1 19-0-31, -2 20-0-10, sf 2-0-8, greedy 10-0-0"),
+    10: ("975 [888, 1062]", "-2 12-1-17, -3 28-0-22, -4 9-0-1, greedy 10-0-0"),
+    11: ("1172 [1088, 1256]", "greedy 10-0-0, -2 9-1-0, -1 15-1-14, sf 5-1-24"),
+    12: ("979 [894, 1063]", "greedy 10-0-0, -4 10-0-0, -3 24-2-24, -2 14-0-16"),
+    13: ("991 [903, 1078]", "greedy 10-0-0, -4 25-0-5, -3 18-0-12, -2 13-1-16"),
+}
+
+
+def games(text: str) -> list[tuple[str, str, MatchScore]]:
+    out = []
+    for part in text.split(", "):
+        rung, wdl = part.split()
+        out.append(("net", R[rung], MatchScore(*(int(x) for x in wdl.split("-")))))
+    return out
+
+
+def main() -> None:
+    rungs = load_scale()
+    diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
+    print(f"{'seed':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
+    elos, calibration_var = [], []
+    for seed, (documented, text) in RUNS.items():
+        m = games(text)
+        full, diag, alone = (scale_fit(m, x)["net"] for x in (rungs, diagonal, exact(rungs)))
+        sd = {k: (r.high - r.low) / (2 * Z95) for k, r in (("full", full), ("diag", diag), ("alone", alone))}
+        cal = math.sqrt(max(sd["full"] ** 2 - sd["alone"] ** 2, 0.0))
+        cal_diag = math.sqrt(max(sd["diag"] ** 2 - sd["alone"] ** 2, 0.0))
+        elos.append(full.elo)
+        calibration_var.append(cal ** 2)
+        print(f"{seed:>4}  {documented:>18}  {full.elo:>5.0f} [{full.low:.0f}, {full.high:.0f}]  "
+              f"{diag.elo:>5.0f} [{diag.low:.0f}, {diag.high:.0f}]  +-{Z95 * sd['alone']:>4.0f}      "
+              f"+-{Z95 * cal:.0f} / +-{Z95 * cal_diag:.0f}")
+    n, mean, sd = len(elos), statistics.mean(elos), statistics.stdev(elos)
+    half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+    cal_half = Z95 * math.sqrt(statistics.mean(calibration_var))
+    both = math.hypot(half, cal_half)
+    print(f"{n} runs: mean {mean:.0f}, sd {sd:.0f}; the mean's 95% interval [{mean - half:.0f}, {mean + half:.0f}] "
+          f"from the spread, [{mean - both:.0f}, {mean + both:.0f}] with the rungs' calibration (+-{cal_half:.0f})")
+
+
+if __name__ == "__main__":
+    main()
