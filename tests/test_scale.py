@@ -115,6 +115,10 @@ def test_correlated_pins_move_a_player_rated_between_them_together():
     assert calibration_sd(0.5) == pytest.approx(60.0 * math.sqrt(0.75), rel=0.02)
     flipped = fit_ratings(matches, "anchor", 1350.0, pinned=pinned, pinned_cov={("b", "a"): 3600.0})["net"]  # either order
     assert sd(flipped) == pytest.approx(math.sqrt(games_var + 3600.0), rel=1e-3)
+    with pytest.raises(ValueError, match="two covariances"):
+        fit_ratings(matches, "anchor", 1350.0, pinned=pinned, pinned_cov={("a", "b"): 1.0, ("b", "a"): 2.0})
+    with pytest.raises(ValueError, match="positive semi-definite"):  # a correlation beyond -1
+        fit_ratings(matches, "anchor", 1350.0, pinned=pinned, pinned_cov={("a", "b"): -5000.0})
 
 
 def test_the_shipped_scale_carries_its_rungs_covariances():
@@ -143,7 +147,7 @@ def test_intervals_with_the_rungs_calibration_cover_the_truth(tmp_path):
     truth = {"r0": 0.0, "r1": 200.0, "r2": 400.0, "r3": 600.0, "r4": 800.0}  # r4 the anchor
     names, player = list(truth), 100.0
     hits = {"covariance": 0, "diagonal": 0}
-    reps = 300
+    reps = 400
     for _ in range(reps):
         calibration = [(hi, lo, MatchScore(w, 0, 100 - w)) for lo, hi in zip(names, names[1:])
                        for w in [int(rng.binomial(100, expected_score(truth[hi] - truth[lo])))]]
@@ -162,7 +166,7 @@ def test_intervals_with_the_rungs_calibration_cover_the_truth(tmp_path):
             _, low, high = rated(net)
             hits[how] += low <= player <= high
     assert 0.91 <= hits["covariance"] / reps <= 0.99, hits
-    assert hits["diagonal"] / reps < hits["covariance"] / reps - 0.08, hits
+    assert hits["diagonal"] / reps < hits["covariance"] / reps - 0.04, hits  # expected ~0.1 apart (+-0.015)
 
 
 # -- the rating search, against a player of known strength ----------------------------------------------

@@ -172,8 +172,12 @@ def _pinned_covariance(pins: list[str], fixed: Mapping[str, tuple[float, float]]
     for i, p in enumerate(pins):
         for j, q in enumerate(pins):
             if i != j:
-                c = pinned_cov.get((p, q), pinned_cov.get((q, p), 0.0))
-                out[i, j] = c * _K * _K
+                given = {pinned_cov[k] for k in ((p, q), (q, p)) if k in pinned_cov}
+                if len(given) > 1:
+                    raise ValueError(f"pinned_cov gives {p} and {q} two covariances: {sorted(given)}")
+                out[i, j] = (given.pop() if given else 0.0) * _K * _K
+    if np.linalg.eigvalsh(out).min() < -1e-9 * max(1.0, float(np.abs(out).max())):
+        raise ValueError("the pinned players' covariance (standard deviations and pinned_cov) is not positive semi-definite")
     return out
 
 

@@ -333,10 +333,13 @@ def load_scale(path: Path | None = None) -> list[ScaleRung]:
 def rung_correlations(table: dict[str, Any]) -> dict[tuple[str, str], float]:
     """Correlations of the rungs' calibration errors, every ordered pair of rated rungs but the anchor (exact): the
     joint fit's inverse information over the table's ``pairs``, the same fit that gave the rungs' intervals. Adjacent
-    rungs of a chain correlate strongly (0.9 and more on the shipped table): a network rated against two of them
-    moves with their common error, so it does not average out."""
+    rungs of a chain correlate strongly (0.9 and more between neighbouring Fairy-Stockfish rungs on the shipped table):
+    a network rated against two of them moves with their common error, so it does not average out. A table without
+    pairs (or an anchor) gives none: its rungs are taken as independent."""
     matches = [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
-    cov = rating_covariance(matches, table["anchor"], table["anchor_elo"])
+    if not matches or "anchor" not in table:
+        return {}
+    cov = rating_covariance(matches, table["anchor"], table.get("anchor_elo", 0.0))
     return {(p, q): c / math.sqrt(cov[(p, p)] * cov[(q, q)]) for (p, q), c in cov.items()
             if cov[(p, p)] > 0 and cov[(q, q)] > 0}
 
@@ -352,7 +355,8 @@ def scale_fit(matches: Sequence[tuple[str, str, MatchScore]], rungs: Sequence[Sc
     calibration error (with the covariances between rungs) carried into the players' intervals."""
     pinned = {r.name: (r.elo, r.sd) for r in rungs}
     cov = {(r.name, q): c for r in rungs for q, c in r.cov}
-    anchor = ANCHOR if ANCHOR in pinned else rungs[-1].name
+    # the anchor: the scale's own, else a table's exact rung (its anchor), else the strongest
+    anchor = ANCHOR if ANCHOR in pinned else next((r.name for r in rungs if r.sd == 0.0), rungs[-1].name)
     return fit_ratings(matches, anchor, pinned[anchor][0], pinned=pinned, pinned_cov=cov)
 
 

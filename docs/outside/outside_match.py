@@ -13,7 +13,10 @@ match runner").
         --engine-nodes 800 --opponent fairy-stockfish --opponent-option "Skill Level=-2" --opponent-depth 1 \\
         --opponent-rating 1054 --games 40 --jobs 2 --pgn scratch/outside.pgn --json scratch/outside.json
 
-Each job is a process with its own two engines; every game's result is printed as it ends.
+Each job is a process with its own two engines; every game's result is printed as it ends. Two rungs of the scale
+play each other the same way (the rungs' differences checked outside the package's calibration): the first engine
+at ``--engine-depth 1`` with its options, e.g. ``--engine stockfish --engine-option "Skill Level=0" --engine-option
+Threads=1 --engine-option Hash=16 --engine-depth 1``.
 """
 from __future__ import annotations
 
@@ -72,7 +75,8 @@ def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngi
     """Game ``index``: opening ``index // 2``, the network White when ``index`` is even."""
     board = opening(index // 2, args.random_plies, args.seed)
     net_white = index % 2 == 0
-    net_limit = chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime)
+    net_limit = (chess.engine.Limit(depth=args.engine_depth) if args.engine_depth else
+                 chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime))
     opp_limit = chess.engine.Limit(depth=args.opponent_depth) if args.opponent_depth else chess.engine.Limit(nodes=args.opponent_nodes)
     game_key = object()  # a new object each game: python-chess sends ucinewgame to both engines
     while not board.is_game_over(claim_draw=True) and board.ply() < args.max_plies:
@@ -144,6 +148,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", required=True, help="the network's UCI command line")
     p.add_argument("--engine-option", action="append", default=[], help="NAME=VALUE, repeatable")
+    p.add_argument("--engine-depth", type=int, default=0, help="go depth N for the first engine (an engine rung; 0: --engine-nodes)")
     p.add_argument("--engine-nodes", type=int, default=800, help="go nodes N for the network (0: --engine-movetime)")
     p.add_argument("--engine-movetime", type=float, default=2.0, help="seconds a move when --engine-nodes is 0")
     p.add_argument("--opponent", default="fairy-stockfish", help="the opponent's UCI command line")
