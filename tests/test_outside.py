@@ -6,9 +6,11 @@ import importlib.util
 import math
 from pathlib import Path
 
+import chess
 import pytest
 
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
+from alphazero_hpc.evaluate.match import book_openings
 
 OUTSIDE = Path(__file__).resolve().parent.parent / "docs" / "outside"
 
@@ -97,3 +99,16 @@ def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line()
     for bad in ("0-0-0@1000", "5-0-x@1000", "5-0-16", "-1-0-3@900", "5-0-16@nan"):
         with pytest.raises(SystemExit):
             pool.parse(bad)
+
+
+def test_outside_match_reads_the_packages_book_to_the_same_positions():
+    """--book: outside_match.py reads a book file with python-chess alone; on the package's own book it gives the
+    positions that the package's book_openings gives, each index cycling through the book as the games do."""
+    outside = load("outside_match")
+    book = book_openings()
+    path = Path(__file__).resolve().parent.parent / "alphazero_hpc" / "evaluate" / "openings.txt"
+    for index in range(len(book) + 3):
+        board = chess.Board()
+        for move in book[index % len(book)].moves:
+            board.push(move)
+        assert outside.book_opening(index, str(path)).fen() == board.fen(), index

@@ -38,6 +38,19 @@ import chess.engine
 import chess.pgn
 
 
+def book_opening(index: int, path: str) -> chess.Board:
+    """Opening ``index`` of a book file, cycling: one opening a line, ``Name: SAN moves`` from the start, ``#``
+    starting a comment (the format of the package's evaluate/openings.txt, read here with python-chess alone)."""
+    lines = [line.split("#", 1)[0].strip() for line in open(path)]
+    lines = [line for line in lines if line]
+    if not lines:
+        raise ValueError(f"{path}: no openings")
+    board = chess.Board()
+    for san in lines[index % len(lines)].partition(":")[2].split():
+        board.push_san(san)
+    return board
+
+
 def opening(index: int, plies: int, seed: int) -> chess.Board:
     """Opening ``index``: ``plies`` uniformly random legal moves from the start, drawn again until the position is
     still a game (seeded, so every job and every rerun gets the same openings)."""
@@ -73,7 +86,7 @@ def configure(engine: chess.engine.SimpleEngine, options: list[str]) -> None:
 def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngine,
               opp: chess.engine.SimpleEngine) -> tuple[int, str, chess.pgn.Game]:
     """Game ``index``: opening ``index // 2``, the network White when ``index`` is even."""
-    board = opening(index // 2, args.random_plies, args.seed)
+    board = book_opening(index // 2, args.book) if args.book else opening(index // 2, args.random_plies, args.seed)
     net_white = index % 2 == 0
     net_limit = (chess.engine.Limit(depth=args.engine_depth) if args.engine_depth else
                  chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime))
@@ -158,6 +171,7 @@ def main() -> int:
     p.add_argument("--opponent-rating", type=float, help="the opponent's rating: also print the network's implied rating")
     p.add_argument("--games", type=int, default=40)
     p.add_argument("--random-plies", type=int, default=6)
+    p.add_argument("--book", help="openings from this file instead of random plies (Name: SAN moves, a line each)")
     p.add_argument("--max-plies", type=int, default=400)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--jobs", type=int, default=1)
