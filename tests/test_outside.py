@@ -112,3 +112,28 @@ def test_outside_match_reads_the_packages_book_to_the_same_positions():
         for move in book[index % len(book)].moves:
             board.push(move)
         assert outside.book_opening(index, str(path)).fen() == board.fen(), index
+
+
+def test_outside_match_draws_a_repetition_once_it_has_happened_not_when_it_could():
+    """A position seen twice, the side to move able to make it three times: python-chess's claim_draw=True already
+    calls that a draw (it ended hundreds of engine games early); the script's ending, like cutechess-cli and the
+    package's chess_ending, waits for the third occurrence. Fifty moves likewise, and --max-plies ends a game."""
+    from alphazero_hpc.game.rules import chess_ending
+
+    ending = load("outside_match").ending
+    board = chess.Board()
+    for san in ["Nf3", "Nf6", "Ng1", "Ng8", "Nf3", "Nf6", "Ng1"]:  # Black's Ng8 would repeat the start a third time
+        board.push_san(san)
+    assert board.is_game_over(claim_draw=True) and not board.is_repetition(3)
+    assert ending(board, 400) is None and chess_ending(board, 400) is None
+    board.push_san("Ng8")
+    assert ending(board, 400) == ("1/2-1/2", "threefold_repetition") and chess_ending(board, 400) is not None
+    fifty = chess.Board("8/8/8/4k3/8/8/2R5/4K3 w - - 99 80")
+    assert ending(fifty, 400) is None
+    fifty.push_san("Rc3")
+    assert ending(fifty, 400) == ("1/2-1/2", "fifty_moves")
+    assert ending(chess.Board(), 0) == ("1/2-1/2", "0 plies")
+    mate = chess.Board()
+    for san in ["f3", "e5", "g4", "Qh4#"]:
+        mate.push_san(san)
+    assert ending(mate, 400) == ("0-1", "checkmate")

@@ -3,8 +3,8 @@
 
 Nothing of alphazero_hpc is imported: the network plays through ``azhpc uci`` like any UCI engine, the openings are
 this script's own (seeded random plies, each opening once with each colour, not the package's book), and a game is
-scored by the rules alone (mate, stalemate, insufficient material, threefold repetition and the fifty-move rule
-claimed, a draw after --max-plies; no material adjudication). It checks that a rating printed by
+scored by the rules alone (mate, stalemate, insufficient material, a threefold repetition or fifty moves once they
+have occurred, a draw after --max-plies; no material adjudication). It checks that a rating printed by
 ``azhpc evaluate --scale`` holds outside the package's own match runner (docs/evaluation.md, "Checked outside the
 match runner").
 
@@ -83,6 +83,23 @@ def configure(engine: chess.engine.SimpleEngine, options: list[str]) -> None:
         engine.configure(values)
 
 
+def ending(board: chess.Board, max_plies: int) -> tuple[str, str] | None:
+    """(result, termination) once the game is over, as cutechess-cli adjudicates it: mate, stalemate, insufficient
+    material, and a draw once a position has occurred three times, after fifty moves without a capture or a pawn move,
+    or after ``max_plies``. Not python-chess's ``claim_draw=True``: that also ends the game when the side to move
+    *could* repeat a position a third time, whoever is winning, which ended hundreds of engine games early as draws."""
+    outcome = board.outcome()
+    if outcome is not None:
+        return outcome.result(), outcome.termination.name.lower()
+    if board.is_repetition(3):
+        return "1/2-1/2", "threefold_repetition"
+    if board.halfmove_clock >= 100:
+        return "1/2-1/2", "fifty_moves"
+    if board.ply() >= max_plies:
+        return "1/2-1/2", f"{max_plies} plies"
+    return None
+
+
 def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngine,
               opp: chess.engine.SimpleEngine) -> tuple[int, str, chess.pgn.Game]:
     """Game ``index``: opening ``index // 2``, the network White when ``index`` is even."""
@@ -92,21 +109,20 @@ def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngi
                  chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime))
     opp_limit = chess.engine.Limit(depth=args.opponent_depth) if args.opponent_depth else chess.engine.Limit(nodes=args.opponent_nodes)
     game_key = object()  # a new object each game: python-chess sends ucinewgame to both engines
-    while not board.is_game_over(claim_draw=True) and board.ply() < args.max_plies:
+    while ending(board, args.max_plies) is None:
         net_to_move = (board.turn == chess.WHITE) == net_white
         result = (net if net_to_move else opp).play(board, net_limit if net_to_move else opp_limit, game=game_key)
         if result.move is None or result.move not in board.legal_moves:
             raise RuntimeError(f"game {index}: {'network' if net_to_move else 'opponent'} answered {result.move} "
                                f"in {board.fen()}")
         board.push(result.move)
-    outcome = board.outcome(claim_draw=True)
-    text = outcome.result() if outcome else "1/2-1/2"  # past --max-plies: a draw
+    text, termination = ending(board, args.max_plies) or ("*", "")
     game = chess.pgn.Game.from_board(board)
     game.headers["Event"] = "outside_match.py"
     game.headers["Round"] = str(index + 1)
     game.headers["White"], game.headers["Black"] = ("network", "opponent") if net_white else ("opponent", "network")
     game.headers["Result"] = text
-    game.headers["Termination"] = outcome.termination.name.lower() if outcome else f"{args.max_plies} plies"
+    game.headers["Termination"] = termination
     net_score = {"1-0": 1.0, "0-1": 0.0}.get(text, 0.5)
     if not net_white:
         net_score = 1.0 - net_score
