@@ -137,3 +137,25 @@ def test_outside_match_draws_a_repetition_once_it_has_happened_not_when_it_could
     for san in ["f3", "e5", "g4", "Qh4#"]:
         mate.push_san(san)
     assert ending(mate, 400) == ("0-1", "checkmate")
+
+
+def test_rung_pairs_difference_and_chain_agree_with_the_packages_fit():
+    """rung_pairs.py (standard library) against the package: a pair's Elo difference and interval are MatchScore's,
+    and its chain fit, without draws (where both are the plain logistic maximum likelihood), is fit_ratings' with
+    the same rung pinned, points and intervals."""
+    rp = load("rung_pairs")
+    for w, d, l in [(246, 44, 110), (350, 14, 36), (30, 0, 70)]:
+        elo, se = rp.diff(w, d, l)
+        lo, hi = MatchScore(w, d, l).elo_interval()
+        assert elo == pytest.approx(MatchScore(w, d, l).elo, abs=1e-9)
+        assert 1.96 * se == pytest.approx((hi - lo) / 2, rel=0.05)  # symmetric in Elo there, mapped from the score here
+    pairs = [("a", "b", 60, 100), ("b", "c", 70, 100), ("a", "c", 80, 100)]
+    mine = rp.chain(pairs, "a", 1000.0)
+    theirs = fit_ratings([(x, y, MatchScore(int(p), 0, int(n - p))) for x, y, p, n in pairs], "a", 1000.0, prior_draws=0.0)
+    for player in "bc":
+        elo, se = mine[player]
+        r = theirs[player]
+        assert r.elo is not None and r.low is not None and r.high is not None
+        assert elo == pytest.approx(r.elo, abs=0.01)
+        assert 1.959964 * se == pytest.approx((r.high - r.low) / 2, rel=1e-3)
+    assert mine["a"] == (1000.0, 0.0)
