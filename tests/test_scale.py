@@ -13,7 +13,7 @@ import pytest
 
 from alphazero_hpc.config import Config
 from alphazero_hpc.errors import AzhpcError
-from alphazero_hpc.evaluate.elo import Z95, MatchScore, expected_score, fit_ratings, rating_covariance
+from alphazero_hpc.evaluate.elo import Z95, MatchScore, expected_score, fit_ratings, pair_residuals, rating_covariance
 from alphazero_hpc.evaluate.engines import EnginePlayer, canonical_engine_name, parse_engine
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
@@ -167,6 +167,27 @@ def test_intervals_with_the_rungs_calibration_cover_the_truth(tmp_path):
             hits[how] += low <= player <= high
     assert 0.91 <= hits["covariance"] / reps <= 0.99, hits
     assert hits["diagonal"] / reps < hits["covariance"] / reps - 0.04, hits  # expected ~0.1 apart (+-0.015)
+
+
+def test_pair_residuals_are_chance_on_a_transitive_ladder_and_flag_a_cycle():
+    """On games drawn from the logistic model the residuals' squares sum to about the degrees of freedom (pairs less
+    fitted players), averaged over simulated ladders; a cycle (a beats b, b beats c, c beats a, 70% each) puts every
+    pair beyond 3 standard errors, which the fitted intervals do not show."""
+    rng = np.random.default_rng(5)
+    truth = {"a": 0.0, "b": 150.0, "c": 300.0, "d": 450.0}
+    pairs = [("b", "a"), ("c", "b"), ("d", "c"), ("c", "a"), ("d", "b")]
+    chi2 = []
+    for _ in range(200):
+        matches = [(x, y, MatchScore(w, 0, 200 - w)) for x, y in pairs
+                   for w in [int(rng.binomial(200, expected_score(truth[x] - truth[y])))]]
+        fitted = fit_ratings(matches, "a", 0.0)
+        fits = pair_residuals(matches, {k: rated(v)[0] for k, v in fitted.items()})
+        chi2.append(sum(f.z ** 2 for f in fits))
+    assert 1.6 < float(np.mean(chi2)) < 2.4  # 5 pairs - 3 fitted players = 2 degrees of freedom
+    cycle = [("a", "b", MatchScore(140, 0, 60)), ("b", "c", MatchScore(140, 0, 60)), ("c", "a", MatchScore(140, 0, 60))]
+    fitted = fit_ratings(cycle, "a", 0.0)
+    fits = pair_residuals(cycle, {k: rated(v)[0] for k, v in fitted.items()})
+    assert len(fits) == 3 and all(abs(f.z) > 3 for f in fits) and all(abs(rated(fitted[k])[0]) < 1 for k in "bc")
 
 
 # -- the rating search, against a player of known strength ----------------------------------------------
@@ -421,6 +442,7 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     assert rungs[0].sd > rungs[-2].sd  # far from the anchor: less certain
     text = render_table(where)
     assert "(anchor)" in text and "a clock (CPU speed)" in text and "1320 +- 33" in text
+    assert "fit: chi-square 0.0 on 0 degrees of freedom over 10 pairs" in text, text  # a chain: every pair fitted exactly
     assert table["provenance"]["load_average_range"] == [0.5, 0.7]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": 99}))

@@ -221,13 +221,7 @@ def _solve(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_e
     pts: dict[tuple[str, str], float] = {}
     games: dict[tuple[str, str], float] = {}
     for key, (won, drawn, lost) in wdl.items():
-        drawn += prior_draws
-        n = won + drawn + lost
-        mu = (won + 0.5 * drawn) / n
-        var = (won * (1 - mu) ** 2 + drawn * (0.5 - mu) ** 2 + lost * mu**2) / n
-        weight = min(mu * (1 - mu) / var, 4.0) if var > 0 else 4.0  # draws: more information per game
-        pts[key] = weight * (won + 0.5 * drawn)
-        games[key] = weight * n
+        pts[key], games[key] = _weighted(won, drawn, lost, prior_draws)
     players = sorted(played)
     fixed = {p: v for p, v in fixed.items() if p in played}
     reach: set[str] = set()
@@ -267,6 +261,55 @@ def _solve(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_e
         if np.abs(step).max() < 1e-10:
             break
     return fit
+
+
+def _weighted(won: float, drawn: float, lost: float, prior_draws: float) -> tuple[float, float]:
+    """A pair's (points, games) as the fit counts them: the prior draws added, and each game weighted by the
+    information its draws add (binomial over observed variance, at most 4)."""
+    drawn += prior_draws
+    n = won + drawn + lost
+    mu = (won + 0.5 * drawn) / n
+    var = (won * (1 - mu) ** 2 + drawn * (0.5 - mu) ** 2 + lost * mu**2) / n
+    weight = min(mu * (1 - mu) / var, 4.0) if var > 0 else 4.0  # draws: more information per game
+    return weight * (won + 0.5 * drawn), weight * n
+
+
+@dataclass(frozen=True)
+class PairFit:
+    """How one pair's games sit against the fitted ratings: its score, the one the ratings predict, and the Pearson
+    residual in standard errors (the fit's own weighting, so that the squares sum to a chi-square)."""
+
+    first: str
+    second: str
+    games: int
+    score: float
+    expected: float
+    z: float
+
+
+def pair_residuals(matches: Iterable[tuple[str, str, MatchScore]], ratings: Mapping[str, float],
+                   prior_draws: float = 1.0) -> list[PairFit]:
+    """Every pair of rated players that met, with its residual against ``ratings`` (Elo): the goodness of fit of a
+    ladder. Under the logistic model the squares sum to about the pairs less the fitted players; pairs far beyond
+    2 standard errors say where the model does not hold (players that are not transitive, an engine whose strength
+    changed between matches, e.g. a timed one on a loaded machine), which no interval shows."""
+    wdl: dict[tuple[str, str], list[int]] = {}
+    for a, b, s in matches:
+        if a == b or s.games == 0 or a not in ratings or b not in ratings:
+            continue
+        key = (a, b) if a < b else (b, a)
+        w, l = (s.wins, s.losses) if key[0] == a else (s.losses, s.wins)
+        acc = wdl.setdefault(key, [0, 0, 0])
+        acc[0] += w
+        acc[1] += s.draws
+        acc[2] += l
+    out = []
+    for (a, b), (w, d, l) in sorted(wdl.items()):
+        pts, n = _weighted(w, d, l, prior_draws)
+        e = expected_score(ratings[a] - ratings[b])
+        z = (pts - n * e) / math.sqrt(n * e * (1 - e)) if 0 < e < 1 else 0.0
+        out.append(PairFit(a, b, w + d + l, (w + d / 2) / (w + d + l), e, z))
+    return out
 
 
 def _connected(start: str, edges: Iterable[tuple[str, str]]) -> set[str]:

@@ -32,7 +32,7 @@ from ..config import Config
 from ..errors import AzhpcError, report
 from ..store import atomic
 from ..store.paths import RunPaths
-from .elo import Z95, MatchScore, fit_ratings, rating_covariance
+from .elo import Z95, MatchScore, fit_ratings, pair_residuals, rating_covariance
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
 from .ledger import LedgerEntry, PlaySetup, read_ledger
 from .match import book_openings
@@ -303,7 +303,27 @@ def render_table(path: Path | None = None) -> str:
     lines.append(f"{table['scale']}: {table['anchor']} = {table['anchor_elo']:.0f}, {table['anchor_note']}")
     lines.append(f"{p['games']} games in {p['blocks']} blocks, {p['first'][:10]} to {p['last'][:10]}, on {p['cpu']}; "
                  f"engines: {', '.join(f'{k} = {v}' for k, v in p['engines'].items())}")
-    return "\n".join(lines)
+    return "\n".join(lines + fit_lines(table))
+
+
+def fit_lines(table: dict[str, Any]) -> list[str]:
+    """How well one set of ratings explains the calibration's pairs: the chi-square of their residuals against the
+    degrees of freedom, and each pair off by more than 2 standard errors. A misfit is not in the rungs' intervals."""
+    ratings = {r["name"]: r["elo"] for r in table["rungs"] if r["elo"] is not None}
+    matches = [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
+    fits = pair_residuals(matches, ratings)
+    if not fits:
+        return []
+    df = len(fits) - (len(ratings) - 1)
+    chi2 = sum(f.z * f.z for f in fits)
+    out = [f"fit: chi-square {chi2:.1f} on {df} degrees of freedom over {len(fits)} pairs"
+           + (" (the model explains the pairs about as well as chance allows)" if chi2 <= df + 2 * math.sqrt(2 * max(df, 1))
+              else "; the rungs' intervals hold only the games' chance, not this misfit")]
+    for f in sorted(fits, key=lambda f: -abs(f.z)):
+        if abs(f.z) > 2:
+            out.append(f"  {f.first} - {f.second}: {f.score:.3f} in {f.games} games, the ratings say {f.expected:.3f} "
+                       f"({f.z:+.1f} standard errors)")
+    return out
 
 
 @dataclass(frozen=True)
