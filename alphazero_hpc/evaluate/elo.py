@@ -205,19 +205,11 @@ class _Fit:
 def _solve(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_elo: float, prior_draws: float,
            pinned: Mapping[str, tuple[float, float]]) -> _Fit:
     fixed = {anchor: (anchor_elo, 0.0), **{k: v for k, v in pinned.items() if k != anchor}}
-    wdl: dict[tuple[str, str], list[float]] = {}  # per pair (sorted names): first name's W, D, L
+    wdl = _by_pair(matches)
     played: dict[str, int] = {}
-    for a, b, s in matches:
-        if a == b or s.games == 0:
-            continue
-        key = (a, b) if a < b else (b, a)
-        w, l = (s.wins, s.losses) if key[0] == a else (s.losses, s.wins)
-        acc = wdl.setdefault(key, [0.0, 0.0, 0.0])
-        acc[0] += w
-        acc[1] += s.draws
-        acc[2] += l
-        played[a] = played.get(a, 0) + s.games
-        played[b] = played.get(b, 0) + s.games
+    for (a, b), counts in wdl.items():
+        played[a] = played.get(a, 0) + sum(counts)
+        played[b] = played.get(b, 0) + sum(counts)
     pts: dict[tuple[str, str], float] = {}
     games: dict[tuple[str, str], float] = {}
     for key, (won, drawn, lost) in wdl.items():
@@ -263,6 +255,22 @@ def _solve(matches: Iterable[tuple[str, str, MatchScore]], anchor: str, anchor_e
     return fit
 
 
+def _by_pair(matches: Iterable[tuple[str, str, MatchScore]]) -> dict[tuple[str, str], list[int]]:
+    """Every pair's games summed: keyed by the two names sorted, the first name's [W, D, L]; self-play and empty
+    matches left out."""
+    wdl: dict[tuple[str, str], list[int]] = {}
+    for a, b, s in matches:
+        if a == b or s.games == 0:
+            continue
+        key = (a, b) if a < b else (b, a)
+        w, l = (s.wins, s.losses) if key[0] == a else (s.losses, s.wins)
+        acc = wdl.setdefault(key, [0, 0, 0])
+        acc[0] += w
+        acc[1] += s.draws
+        acc[2] += l
+    return wdl
+
+
 def _weighted(won: float, drawn: float, lost: float, prior_draws: float) -> tuple[float, float]:
     """A pair's (points, games) as the fit counts them: the prior draws added, and each game weighted by the
     information its draws add (binomial over observed variance, at most 4)."""
@@ -293,18 +301,8 @@ def pair_residuals(matches: Iterable[tuple[str, str, MatchScore]], ratings: Mapp
     ladder. Under the logistic model the squares sum to about the pairs less the fitted players; pairs far beyond
     2 standard errors say where the model does not hold (players that are not transitive, an engine whose strength
     changed between matches, e.g. a timed one on a loaded machine), which no interval shows."""
-    wdl: dict[tuple[str, str], list[int]] = {}
-    for a, b, s in matches:
-        if a == b or s.games == 0 or a not in ratings or b not in ratings:
-            continue
-        key = (a, b) if a < b else (b, a)
-        w, l = (s.wins, s.losses) if key[0] == a else (s.losses, s.wins)
-        acc = wdl.setdefault(key, [0, 0, 0])
-        acc[0] += w
-        acc[1] += s.draws
-        acc[2] += l
     out = []
-    for (a, b), (w, d, l) in sorted(wdl.items()):
+    for (a, b), (w, d, l) in sorted(_by_pair((a, b, s) for a, b, s in matches if a in ratings and b in ratings).items()):
         pts, n = _weighted(w, d, l, prior_draws)
         e = expected_score(ratings[a] - ratings[b])
         z = (pts - n * e) / math.sqrt(n * e * (1 - e)) if 0 < e < 1 else 0.0

@@ -310,7 +310,7 @@ def fit_lines(table: dict[str, Any]) -> list[str]:
     """How well one set of ratings explains the calibration's pairs: the chi-square of their residuals against the
     degrees of freedom, and each pair off by more than 2 standard errors. A misfit is not in the rungs' intervals."""
     ratings = {r["name"]: r["elo"] for r in table["rungs"] if r["elo"] is not None}
-    matches = [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
+    matches = table_matches(table)
     fits = pair_residuals(matches, ratings)
     if not fits:
         return []
@@ -350,13 +350,18 @@ def load_scale(path: Path | None = None) -> list[ScaleRung]:
     return sorted(out, key=lambda r: r.elo)
 
 
+def table_matches(table: dict[str, Any]) -> list[tuple[str, str, MatchScore]]:
+    """A table's calibration pairs as matches (stronger-planned rung first, its W/D/L)."""
+    return [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
+
+
 def rung_correlations(table: dict[str, Any]) -> dict[tuple[str, str], float]:
     """Correlations of the rungs' calibration errors, every ordered pair of rated rungs but the anchor (exact): the
     joint fit's inverse information over the table's ``pairs``, the same fit that gave the rungs' intervals. Adjacent
     rungs of a chain correlate strongly (0.9 and more between neighbouring Fairy-Stockfish rungs on the shipped table):
     a network rated against two of them moves with their common error, so it does not average out. A table without
     pairs (or an anchor) gives none: its rungs are taken as independent."""
-    matches = [(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"])) for m in table.get("pairs", [])]
+    matches = table_matches(table)
     if not matches or "anchor" not in table:
         return {}
     cov = rating_covariance(matches, table["anchor"], table.get("anchor_elo", 0.0))
