@@ -97,6 +97,16 @@ def test_native_bf16_reads_the_cpus_flags(cpuinfo, native):
     assert bool(cpu_flags(cpuinfo) & NATIVE_CPU_FLAGS) is native
 
 
+def test_cpu_model_reads_the_model_name_and_falls_back_without_one():
+    from alphazero_hpc.net.precision import cpu_model
+
+    two = ("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t: avx2\n\n"
+           "processor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: other\n")
+    assert cpu_model(two) == "AMD EPYC (family 25 model 17)"  # the first processor's; bare cloud names get their numbers
+    assert cpu_model("model name\t: Intel(R) Xeon(R) Processor\n") == "Intel(R) Xeon(R) Processor"
+    assert cpu_model(GRAVITON3)  # aarch64 has no model name: the platform's name, never empty
+
+
 @pytest.mark.parametrize("native", [False, True])
 def test_bf16_if_native_runs_bf16_only_on_a_cpu_that_has_it(native, monkeypatch):
     """``bf16-if-native`` (configs/learn.yaml's mcts.precision and train.amp) is float32 exactly on a CPU without bf16

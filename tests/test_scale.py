@@ -17,6 +17,7 @@ from alphazero_hpc.evaluate.elo import Z95, MatchScore, expected_score, fit_rati
 from alphazero_hpc.evaluate.engines import EnginePlayer, canonical_engine_name, parse_engine
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
+from alphazero_hpc.net.precision import cpu_model
 from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb, exact,
                                           fit_scale, load_scale, read_table, render_table, scale_fit, write_fit)
 from alphazero_hpc.store.paths import RunPaths
@@ -382,6 +383,7 @@ def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
     plan = MatchPlan(clock, "fairy-stockfish:skill=-12,depth=1", 2, PlaySetup(0), "book:3", 0, 80)
     entry, played = play_recorded(paths, Config(), plan, "cpu")
     assert played and entry["games"] == 2 and entry["generation"] is None
+    assert entry["cpu"] == cpu_model() and entry["cpu"]  # where a timed rung's games were played
     assert len(entry["load_average"]) == 2  # overruns are Stockfish's to avoid; counting them is tested below
     pgn = (paths.root / entry["pgn"]).read_text()
     assert pgn.count("[Event ") == 2 and f'"{clock}"' in pgn and "eval/engines/" in entry["pgn"]
@@ -431,8 +433,9 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     truth = {name: 1350 - 150 * (len(RUNGS) - 1 - i) for i, name in enumerate(RUNGS)}
     for k, (hi, lo) in enumerate([(RUNGS[i + 1], RUNGS[i]) for i in range(len(RUNGS) - 1)]):
         w = int(rng.binomial(200, expected_score(truth[hi] - truth[lo])))
+        where_played = {"cpu": "Test CPU A", "host": "a"} if k < 6 else {"cpu": "Test CPU B", "host": "b"} if k < 9 else {}
         append_entry(paths, {"key": f"k{k}", "player": hi, "opponent": lo, "wins": w, "draws": 0, "losses": 200 - w,
-                             "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7]})
+                             "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7], **where_played})
     table = fit_scale(paths.root)
     where = write_fit(paths.root, table)
     rungs = load_scale(where)
@@ -444,6 +447,9 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     assert "(anchor)" in text and "a clock (CPU speed)" in text and "1320 +- 33" in text
     assert "fit: chi-square 0.0 on 0 degrees of freedom over 10 pairs" in text, text  # a chain: every pair fitted exactly
     assert table["provenance"]["load_average_range"] == [0.5, 0.7]
+    # the CPUs that played the blocks, not the one that fits them; blocks from before the field as such
+    assert table["provenance"]["cpu"] == "Test CPU A (6 blocks); Test CPU B (3 blocks); cpu not recorded (1 block)"
+    assert table["provenance"]["host"] == "a (6 blocks); b (3 blocks); host not recorded (1 block)"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": 99}))
     with pytest.raises(AzhpcError, match="schema"):

@@ -61,6 +61,7 @@ class LedgerEntry(TypedDict, total=False):
     load_average: list[float]  # 1-minute load at the start and the end: timed engines weaken with it
     finished: str  # ISO time
     host: str
+    cpu: str  # optional (recorded since 2026-12-02): the CPU model that played the match; timed rungs depend on it
     slurm_job_id: str | None
 
 

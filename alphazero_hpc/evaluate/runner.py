@@ -17,6 +17,7 @@ from ..store import atomic
 from ..cluster.slurmenv import SlurmEnv
 from ..config import Config
 from ..errors import AzhpcError, CheckpointError
+from ..net.precision import cpu_model
 from ..game.rules import ADJUDICATED, Rules, search_rules
 from ..store.paths import RunPaths
 from .elo import MatchScore, format_elo
@@ -175,7 +176,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "seconds": round(seconds, 1), "pgn": str(pgn_path.relative_to(paths.root)),
         # how busy the machine was (1-minute load average at the start and the end): timed engines weaken with it
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "cpu": cpu_model(),
         "slurm_job_id": SlurmEnv.now().job_id or None,
     })
     added = append_entry(paths, entry)

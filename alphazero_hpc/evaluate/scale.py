@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import resources
@@ -246,20 +245,23 @@ def fit_scale(out: Path) -> dict[str, Any]:
             "max_plies": MAX_PLIES, "openings": "the shipped book (evaluate/openings.txt), each with both colours",
             "blocks": len(entries), "games": sum(s.games for _, _, s in matches),
             "first": min(e["finished"] for e in entries), "last": max(e["finished"] for e in entries),
-            "cpu": _cpu_model(), "host": platform.node(),
+            # where the games were played (each block records its CPU), not where the table is fitted
+            "cpu": _counted(entries, "cpu"), "host": _counted(entries, "host"),
             "load_average_range": [min(loads), max(loads)] if loads else None,  # timed rungs are weaker on a busy CPU
         },
     }
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+def _counted(entries: Sequence[LedgerEntry], field: str) -> str:
+    """The distinct values of a provenance field over the blocks, with their block counts when there are several;
+    blocks from before the field was recorded are counted as such."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        value = str(e.get(field) or f"{field} not recorded")
+        counts[value] = counts.get(value, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return "; ".join(f"{value} ({n} block{'' if n == 1 else 's'})" for value, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def freeze(table: dict[str, Any], where: Path | None = None) -> Path:

@@ -10,6 +10,7 @@ at 0.08x, where a CPU with avx512_bf16 runs the same net 1.2-2.5x faster than fl
 from __future__ import annotations
 
 import functools
+import platform
 from pathlib import Path
 
 import torch
@@ -30,6 +31,27 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
         if key.strip() in ("flags", "Features"):
             return frozenset(value.split())
     return frozenset()
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name with its family and model numbers (``cpuinfo``, else /proc/cpuinfo), e.g. "AMD EPYC
+    (family 25 model 17)": what a timed rung's games and a run's CPU-hours were measured on, recorded beside them.
+    The numbers matter on cloud machines, whose model names are often as bare as "AMD EPYC"."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block is enough
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
+    if fields.get("cpu family") and fields.get("model"):
+        name += f" (family {fields['cpu family']} model {fields['model']})"
+    return name
 
 
 @functools.cache

@@ -1,7 +1,8 @@
 """The thirteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
-that the games alone make. Then the mean over the runs and its interval as ``azhpc seeds`` computes it.
+that the games alone make. Then the supervised track's network (run "sup"), and the mean over the thirteen runs and its interval as ``azhpc
+seeds`` computes it.
 
     python docs/calibration/recompute_runs.py
 """
@@ -15,7 +16,8 @@ from alphazero_hpc.evaluate.seeds import student_t_quantile
 
 R = {"-1": "fairy-stockfish:skill=-1,depth=1", "-2": "fairy-stockfish:skill=-2,depth=1",
      "-3": "fairy-stockfish:skill=-3,depth=1", "-4": "fairy-stockfish:skill=-4,depth=1",
-     "-12": "fairy-stockfish:skill=-12,depth=1", "sf": "stockfish:skill=0,depth=1", "greedy": "greedy"}
+     "-12": "fairy-stockfish:skill=-12,depth=1", "sf": "stockfish:skill=0,depth=1", "greedy": "greedy",
+     "anchor": "stockfish:elo=1350,tc=60+0.6"}
 RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     1: ("1062 [984, 1139]", "-1 7-4-9, -2 16-2-12, -3 18-2-10, -4 26-0-4, greedy 10-0-0"),
     2: ("1163 [1081, 1245]", "sf 11-5-14, -1 21-3-26, -2 6-0-4, greedy 10-0-0"),
@@ -31,6 +33,8 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     12: ("979 [894, 1063]", "greedy 10-0-0, -4 10-0-0, -3 24-2-24, -2 14-0-16"),
     13: ("991 [903, 1078]", "greedy 10-0-0, -4 25-0-5, -3 18-0-12, -2 13-1-16"),
 }
+# the supervised track (docs/evaluation.md, "A supervised start"): 90 of its 94 games listed (its 4 check games not)
+SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9, anchor 5-0-15")
 
 
 def games(text: str) -> list[tuple[str, str, MatchScore]]:
@@ -44,16 +48,17 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 def main() -> None:
     rungs = load_scale()
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
-    print(f"{'seed':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
+    print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
     elos, calibration_var = [], []
-    for seed, (documented, text) in RUNS.items():
+    for seed, (documented, text) in [*RUNS.items(), ("sup", SUPERVISED)]:
         m = games(text)
         full, diag, alone = (scale_fit(m, x)["net"] for x in (rungs, diagonal, exact(rungs)))
         sd = {k: (r.high - r.low) / (2 * Z95) for k, r in (("full", full), ("diag", diag), ("alone", alone))}
         cal = math.sqrt(max(sd["full"] ** 2 - sd["alone"] ** 2, 0.0))
         cal_diag = math.sqrt(max(sd["diag"] ** 2 - sd["alone"] ** 2, 0.0))
-        elos.append(full.elo)
-        calibration_var.append(cal ** 2)
+        if seed != "sup":  # the mean is the self-play recipe's
+            elos.append(full.elo)
+            calibration_var.append(cal ** 2)
         print(f"{seed:>4}  {documented:>18}  {full.elo:>5.0f} [{full.low:.0f}, {full.high:.0f}]  "
               f"{diag.elo:>5.0f} [{diag.low:.0f}, {diag.high:.0f}]  +-{Z95 * sd['alone']:>4.0f}      "
               f"+-{Z95 * cal:.0f} / +-{Z95 * cal_diag:.0f}")
