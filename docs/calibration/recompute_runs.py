@@ -4,11 +4,19 @@ each network's games against the rungs, as written in docs/evaluation.md: with t
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the thirteen runs and its interval as ``azhpc
 seeds`` computes it.
 
-    python docs/calibration/recompute_runs.py
+    python docs/calibration/recompute_runs.py [TABLE]
+
+TABLE: a scale table (default: the shipped one). The printed intervals were computed with the table of 2026-11-24,
+before the re-freeze with the top link's replay; to check the transcription against them:
+
+    git show c5673a2:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-11-24.json
+    python docs/calibration/recompute_runs.py /tmp/scale-2026-11-24.json
 """
 
 import math
 import statistics
+import sys
+from pathlib import Path
 
 from alphazero_hpc.evaluate.elo import Z95, MatchScore
 from alphazero_hpc.evaluate.scale import ScaleRung, exact, load_scale, scale_fit
@@ -46,7 +54,7 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 
 
 def main() -> None:
-    rungs = load_scale()
+    rungs = load_scale(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
     elos, calibration_var = [], []
