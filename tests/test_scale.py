@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+from typing import cast
 from collections import Counter
 from datetime import datetime
 
@@ -427,15 +428,17 @@ def test_a_move_that_overruns_the_clock_is_counted_and_the_clock_restarts_at_the
 
 def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     paths = RunPaths(tmp_path / "cal")
-    from alphazero_hpc.evaluate.ledger import append_entry
+    from alphazero_hpc.evaluate.ledger import LedgerEntry, append_entry
 
     rng = np.random.default_rng(3)
     truth = {name: 1350 - 150 * (len(RUNGS) - 1 - i) for i, name in enumerate(RUNGS)}
     for k, (hi, lo) in enumerate([(RUNGS[i + 1], RUNGS[i]) for i in range(len(RUNGS) - 1)]):
         w = int(rng.binomial(200, expected_score(truth[hi] - truth[lo])))
-        where_played = {"cpu": "Test CPU A", "host": "a"} if k < 6 else {"cpu": "Test CPU B", "host": "b"} if k < 9 else {}
-        append_entry(paths, {"key": f"k{k}", "player": hi, "opponent": lo, "wins": w, "draws": 0, "losses": 200 - w,
-                             "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7], **where_played})
+        entry: dict[str, object] = {"key": f"k{k}", "player": hi, "opponent": lo, "wins": w, "draws": 0, "losses": 200 - w,
+                 "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7]}
+        if k < 9:  # the last block as from before the CPU was recorded
+            entry.update({"cpu": "Test CPU A", "host": "a"} if k < 6 else {"cpu": "Test CPU B", "host": "b"})
+        append_entry(paths, cast(LedgerEntry, entry))
     table = fit_scale(paths.root)
     where = write_fit(paths.root, table)
     rungs = load_scale(where)
