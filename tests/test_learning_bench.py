@@ -40,6 +40,10 @@ def test_two_arms_on_one_cpu_budget_end_in_one_ladder(tmp_path, stockfish):
     assert r.stdout.count("on the Stockfish 15.1 UCI_Elo scale [") == 2  # each arm's last network, one line each
     assert {f"puct/gen:{arms['puct']['generations']}", f"gumbel8/gen:{arms['gumbel8']['generations']}"} <= names
     assert "puct" in r.stdout and "gumbel8" in r.stdout and "anchors:" in r.stdout
+    from alphazero_hpc.net.precision import cpu_model
+    for name, arm in arms.items():  # the CPU that ran the generations, beside their CPU-hours
+        assert arm["cpus"] == {cpu_model(): arm["generations"]}
+        assert f"{name} trained on {cpu_model()} ({arm['generations']} generation" in r.stdout
     shards = list(out.arm("gumbel8").root.glob("selfplay/gen-0000/task-*/shard-*.h5"))
     assert shards
     # Started again, the benchmark continues: nothing is trained again, no match is played twice.
@@ -104,3 +108,24 @@ def test_a_stopped_generation_counts_the_cpu_it_used(tmp_path, monkeypatch):
     assert arm.generations == 1 and arm.cpu_s[0] >= 1.2  # all three attempts, not the last one alone
     saved = json.loads(out.summary.read_text())["arms"]["arm"]
     assert saved["cpu_s"] == arm.cpu_s and saved["unfinished_cpu_s"] == 0.0
+    assert saved["cpus"] == arm.cpus == {learning.cpu_model(): 1}
+
+
+def test_an_arm_names_the_cpus_its_generations_ran_on_and_counts_the_ones_from_before(tmp_path, monkeypatch):
+    """An arm resumed on another machine keeps the first machine's count and adds its own; a summary written before
+    the CPU was recorded reads as generations whose CPU is not recorded, not as this machine's."""
+    from alphazero_hpc.tools import learning
+
+    out = BenchmarkPaths(tmp_path / "bench")
+    out.summary.parent.mkdir(parents=True, exist_ok=True)
+    old = {"name": "arm", "overrides": [], "generations": 2, "cpu_s": [1.0, 2.0], "wall_s": 3.0, "unfinished_cpu_s": 0.0}
+    out.summary.write_text(json.dumps({"arms": {"arm": old}}))  # as bench learning wrote it before 2026-12-03
+    monkeypatch.setattr(learning, "_run_generation", lambda *args: True)
+    monkeypatch.setattr(learning, "cpu_model", lambda: "Other CPU (family 1 model 2)")
+    arm = learning.train_arm(out, "arm", TINY, (), budget_s=10.0, echo=lambda line: None, max_generations=4)
+    assert arm.generations == 4 and arm.cpus == {"Other CPU (family 1 model 2)": 2}
+    assert arm.cpu_line() == "Other CPU (family 1 model 2) (2 generations); CPU not recorded (2 generations)"
+    monkeypatch.setattr(learning, "cpu_model", lambda: "Third CPU")
+    arm = learning.train_arm(out, "arm", TINY, (), budget_s=10.0, echo=lambda line: None, max_generations=5)
+    assert json.loads(out.summary.read_text())["arms"]["arm"]["cpus"] == {"Other CPU (family 1 model 2)": 2, "Third CPU": 1}
+    assert "Third CPU (1 generation);" in arm.cpu_line()

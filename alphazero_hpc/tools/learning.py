@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -31,6 +31,7 @@ from ..evaluate.runner import describe, evaluate
 from ..evaluate.scale import SCALE_NAME, has_engine_rung, load_scale, rate_on_scale, scale_fit
 from ..launch.resume import resume
 from ..launch.start import launch
+from ..net.precision import cpu_model
 from ..report.follow import run_local_foreground
 from ..store import atomic
 from ..store.paths import BenchmarkPaths, RunPaths
@@ -276,6 +277,17 @@ class ArmResult:
     # CPU seconds that stopped attempts at the next generation used (a benchmark stopped with SIGTERM or Ctrl-C
     # mid-generation, whose shards and training state the next attempt keeps): counted when that generation ends
     unfinished_cpu_s: float = 0.0
+    # the CPU model that ran each finished generation -> how many generations it ran (an arm resumed on another
+    # machine names both: CPU-hours buy different amounts of work on different CPUs); empty in summaries from before
+    cpus: dict[str, int] = field(default_factory=dict)
+
+    def cpu_line(self) -> str:
+        """The CPUs the arm's generations ran on, e.g. "Intel Xeon (family 6 model 167) (70 generations)"."""
+        counts = dict(self.cpus)
+        unrecorded = self.generations - sum(counts.values())
+        if unrecorded > 0:
+            counts["CPU not recorded"] = unrecorded
+        return "; ".join(f"{cpu} ({n} generation{'' if n == 1 else 's'})" for cpu, n in counts.items()) or "no generations"
 
 
 def children_cpu_s() -> float:
@@ -291,11 +303,13 @@ def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[
     generation used (stopped by SIGTERM or SIGINT, whose children the supervisor reaps) counts as spent as well."""
     paths = out.arm(name)
     cpu_s: list[float] = []
+    cpus: dict[str, int] = {}
     t0, c0 = time.perf_counter(), children_cpu_s()
     previous = _previous(out, name)
     if previous is not None:  # a benchmark started again: the arm's finished generations count as spent
-        cpu_s = list(previous.cpu_s)
+        cpu_s, cpus = list(previous.cpu_s), dict(previous.cpus)
         c0 -= (cpu_s[-1] if cpu_s else 0.0) + previous.unfinished_cpu_s
+    here = cpu_model()
     g = len(cpu_s)
     while (not cpu_s or cpu_s[-1] < budget_s) and g < max_generations:
         try:
@@ -304,13 +318,14 @@ def train_arm(out: BenchmarkPaths, name: str, config: Path, overrides: Sequence[
                                  "why, and the same command continues it")
         except BaseException:  # stopped or failed: what this attempt used waits for the generation's end
             spent = children_cpu_s() - c0 - (cpu_s[-1] if cpu_s else 0.0)
-            _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, spent))
+            _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, spent, cpus))
             raise
         g += 1
         cpu_s.append(children_cpu_s() - c0)
+        cpus[here] = cpus.get(here, 0) + 1
         echo(f"[{name}] generation {g}: {cpu_s[-1] / 3600:.3f} of {budget_s / 3600:.3f} CPU-hours")
-        _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0))
-    return ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0)
+        _save_arm(out, ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, cpus=cpus))
+    return ArmResult(name, tuple(overrides), g, cpu_s, time.perf_counter() - t0, cpus=cpus)
 
 
 def _run_generation(paths: RunPaths, name: str, config: Path, overrides: Sequence[str], g: int,
@@ -414,5 +429,6 @@ def render(arms: Sequence[ArmResult], ladder: Sequence[dict[str, Any]]) -> str:
         elo = (f"{r['elo']:+.0f} [{r['low']:+.0f}, {r['high']:+.0f}]" if r and r["elo"] is not None else "unrated")
         lines.append(f"{arm.name:<12} {arm.generations:>4} {arm.cpu_s[-1] / 3600 if arm.cpu_s else 0:>6.3f}  {elo:>24}")
     anchors = [r for r in ladder if "/" not in r["name"] and r["elo"] is not None]
+    lines.extend(f"{arm.name} trained on {arm.cpu_line()}" for arm in arms)
     lines.append("anchors: " + ", ".join(f"{r['name']} {r['elo']:+.0f} [{r['low']:+.0f}, {r['high']:+.0f}]" for r in anchors))
     return "\n".join(lines)
