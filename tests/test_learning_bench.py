@@ -126,6 +126,21 @@ def test_an_arm_names_the_cpus_its_generations_ran_on_and_counts_the_ones_from_b
     assert arm.generations == 4 and arm.cpus == {"Other CPU (family 1 model 2)": 2}
     assert arm.cpu_line() == "Other CPU (family 1 model 2) (2 generations); CPU not recorded (2 generations)"
     monkeypatch.setattr(learning, "cpu_model", lambda: "Third CPU")
-    arm = learning.train_arm(out, "arm", TINY, (), budget_s=10.0, echo=lambda line: None, max_generations=5)
-    assert json.loads(out.summary.read_text())["arms"]["arm"]["cpus"] == {"Other CPU (family 1 model 2)": 2, "Third CPU": 1}
-    assert "Third CPU (1 generation);" in arm.cpu_line()
+    outcomes = iter([True, KeyboardInterrupt, True])  # one generation, a Ctrl-C, then the generation finishes
+
+    def attempt(*args):
+        outcome = next(outcomes)
+        if outcome is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return outcome
+
+    monkeypatch.setattr(learning, "_run_generation", attempt)
+    with pytest.raises(KeyboardInterrupt):
+        learning.train_arm(out, "arm", TINY, (), budget_s=10.0, echo=lambda line: None, max_generations=6)
+    saved = json.loads(out.summary.read_text())["arms"]["arm"]  # the stop keeps every finished generation's CPU
+    assert saved["generations"] == 5 and saved["cpus"] == {"Other CPU (family 1 model 2)": 2, "Third CPU": 1}
+    arm = learning.train_arm(out, "arm", TINY, (), budget_s=10.0, echo=lambda line: None, max_generations=6)
+    assert arm.cpus == {"Other CPU (family 1 model 2)": 2, "Third CPU": 2}
+    line = learning.render([arm], [])
+    assert "arm trained on " in line and "Third CPU (2 generations)" in line
+    assert "Other CPU (family 1 model 2) (2 generations)" in line and "CPU not recorded (2 generations)" in line

@@ -259,7 +259,8 @@ def _complete(folder: Path) -> list[int]:
 class BenchmarkPaths:
     """A learning benchmark (``azhpc bench learning``): one run folder per arm, and what compares them.
 
-        OUT/benchmark.json            the arms, their CPU budget and the CPU seconds at each generation's end
+        OUT/benchmark.json            the arms, their CPU budget, the CPU seconds at each generation's end and
+                                      the CPU models that finished their generations
         OUT/ladder.json               one Elo ladder over every network of every arm (random = 0)
         OUT/ARM/                      the arm's run folder (RunPaths)
         OUT/plots/elo-per-cpu-hour.png

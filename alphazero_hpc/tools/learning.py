@@ -277,8 +277,9 @@ class ArmResult:
     # CPU seconds that stopped attempts at the next generation used (a benchmark stopped with SIGTERM or Ctrl-C
     # mid-generation, whose shards and training state the next attempt keeps): counted when that generation ends
     unfinished_cpu_s: float = 0.0
-    # the CPU model that ran each finished generation -> how many generations it ran (an arm resumed on another
-    # machine names both: CPU-hours buy different amounts of work on different CPUs); empty in summaries from before
+    # the CPU model that finished each generation -> how many generations it finished (an arm resumed on a machine
+    # with another CPU model names both: CPU-hours buy different amounts of work on different CPUs; a generation
+    # stopped on one and finished on another counts for the second); empty in summaries from before 2026-12-03
     cpus: dict[str, int] = field(default_factory=dict)
 
     def cpu_line(self) -> str:
