@@ -594,26 +594,42 @@ def test_slurm_requeue_of_a_writing_task_and_of_training_loses_and_repeats_nothi
 @pytest.mark.slow
 def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, slurm_tmp):
     """One-minute time limits, slurm.stop_margin_s=40: self-play stops starting shards and training saves its
-    state before the limit, each requeues its own job, and the run completes with every game exactly once."""
+    state before the limit, each requeues its own job, and the run completes with every game exactly once.
+    Once a stage has stopped at its margin and been requeued, the test raises that job's time limit (as an operator
+    can, ``scontrol update``): the next slice reads its new limit and finishes the stage. With one-minute slices
+    throughout, a loaded host spent 14-19 s of each 20 s window starting up (two other processes on 2 cores,
+    2026-12-03): 10 self-play and 12+ training slices, and in CI (2026-12-03, 42 min suite) three slices in a row
+    without a step failed the training job (slurm.max_attempts); tests/test_slices_long.py covers many slices."""
     run = slurm_tmp / "sltime"
-    # 20 s before the margin: a task's games must take longer than that even on a quiet host (since lazy expansion,
-    # 144 games took under 20 s). USR2 1 s before the end: SLURM may send it up to 60 s early (sbatch(1)), and with
-    # the default lead (20 s) it came ~20 s into a one-minute slice, before the stop it backs up, cutting slices
-    # short (5 per stage instead of 2-3, 380 s for the test); with 1 s the margin's stop came first in the runs seen
+    # The margin leaves a 20 s window of a one-minute slice: a task's games (360 each) take longer than that even on a
+    # quiet host (144 games took under 20 s there), as do the ~1000 steps. USR2 1 s before the end: SLURM may send it up
+    # to 60 s early (sbatch(1)), and with the default lead (20 s) it came ~20 s into a one-minute slice, before the
+    # stop it backs up; with 1 s the margin's stop came first in the runs seen
     record = launch_slurm(run, 1, "--selfplay-time", "1", "--train-time", "1", "--set", "slurm.stop_margin_s=40",
-                          "--set", "slurm.signal_lead_s=1", "--set", "selfplay.games_per_generation=480",
-                          "--set", "train.replay_ratio=5", generations=1)
+                          "--set", "slurm.signal_lead_s=1", "--set", "selfplay.games_per_generation=720",
+                          "--set", "train.replay_ratio=3", generations=1)
     array, train = record["jobs"][0]["job_id"], record["jobs"][1]["job_id"]
-    wait_for_run(run, 540)
+    train_progress = run / "train" / "gen-0001" / "progress.json"
+
+    def attempts() -> tuple[int, int]:
+        tp = json.loads(train_progress.read_text()) if train_progress.exists() else {}
+        return max(progress_of(run, 0, t).get("attempt", 0) for t in range(2)), tp.get("attempt", 0)
+
+    for stage, job in ((0, array), (1, train)):
+        deadline = time.time() + 600
+        while attempts()[stage] < 2 and time.time() < deadline and sacct_states([job]).get(job) != "COMPLETED":
+            time.sleep(1)
+        assert attempts()[stage] >= 2, (f"the {('self-play', 'training')[stage]} stage did not start a second slice "
+                                        f"within 600 s: {attempts()}" + cluster_report())
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=10"], check=True)
+    wait_for_run(run, 480)
     assert sacct_states([array, train]) == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED", train: "COMPLETED"}
-    attempts = [progress_of(run, 0, t)["attempt"] for t in range(2)]
-    tp = json.loads((run / "train" / "gen-0001" / "progress.json").read_text())
-    assert max(attempts) >= 2 and tp["attempt"] >= 2, (attempts, tp)
     slices = json.loads((run / "train" / "gen-0001" / "slices.json").read_text())["slices"]
-    # the margin's stop, not USR2, ended a slice (rank 0 records "another rank stopped" when the other rank's margin came first)
+    # the margin's stop, not USR2, ended a slice (rank 0 records "another rank stopped" when the other rank's margin
+    # came first; a start later than the margin is a stop in time as well)
     assert any(not s["ended"].startswith("stopped: signal") for s in slices[:-1]) and slices[-1]["ended"] == "done", slices
     truth = disk_truth(run, 0)
-    assert (truth["games"], truth["duplicates"], truth["partial"]) == (480, 0, [])
+    assert (truth["games"], truth["duplicates"], truth["partial"]) == (720, 0, [])
     check_training_steps(run, 0)
     check_status_matches_disk(run, 1)
 
