@@ -41,8 +41,11 @@ def test_selfplay_task_gives_up_after_max_attempts_slices_without_a_shard(tmp_pa
         assert p.status == "stopped" and "started with 10 s left, below slurm.stop_margin_s" in p.error
         progress = read_task_progress(RunPaths(tmp_path).progress(0, 0))
         assert progress is not None and progress.stalled == attempt
+    # the line says why the last slice stopped: here each start came too late, which a shorter shard would not fix
     with pytest.raises(AzhpcError, match=r"self-play task 0 made no progress in 3 slices in a row \(slurm.max_attempts=3\): "
-                                         r"still at 0 of \d+ shards; a shard must fit in one slice"):
+                                         r"still at 0 of \d+ shards \(the last slice: the job started with 10 s left, "
+                                         r"below slurm.stop_margin_s .*\); a shard must fit in one slice.* or lower "
+                                         r"slurm.stop_margin_s"):
         run_selfplay_task(tmp_path, 0, 0, 1, TINY, overrides, evaluator=UniformEvaluator(2))
     progress = read_task_progress(RunPaths(tmp_path).progress(0, 0))
     assert progress is not None and progress.status == "failed" and "no progress in 3 slices" in progress.error
@@ -78,11 +81,16 @@ class _OneShard(Deadline):
 def test_training_gives_up_after_max_attempts_slices_without_a_later_state(tmp_path):
     paths = make_run(tmp_path)
     paths.train_slices(1).parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(paths.train_slices(1), {"start_step": 0, "stalled": 2})  # two attempts ended without a save
+    late = "stopped: the job started with 18 s left, below slurm.stop_margin_s (40 s)"
+    atomic.write_json(paths.train_slices(1), {"start_step": 0, "stalled": 2,  # two attempts ended without a save
+                                              "slices": [{"start_step": 0, "end_step": 0, "ended": late}] * 2})
     res = train(tmp_path)
     assert res.returncode != 0 and not paths.model(1).exists()
     errors = [line for line in res.stderr.splitlines() if line.startswith("Error")]
     assert len(errors) == 1 and "generation 0 training made no progress in 3 slices in a row" in errors[0], res.stderr[-2000:]
+    # why the last slice stopped, and the fix for a start-up that eats the window
+    assert "(the last slice: the job started with 18 s left, below slurm.stop_margin_s (40 s));" in errors[0], errors
+    assert "lower slurm.stop_margin_s" in errors[0], errors
     assert "Traceback" not in res.stderr
     atomic.write_json(paths.train_slices(1), {"start_step": 0, "stalled": 1})  # one short of the bound: it trains
     res = train(tmp_path)

@@ -116,8 +116,9 @@ def run_selfplay_task(
     try:
         check_stalled(f"generation {generation} self-play task {task}", progress.stalled, cfg.slurm.max_attempts,
                       f"{len(done)} of {plan.shards} shards",
-                      "a shard must fit in one slice: lower selfplay.games_per_shard or raise slurm.selfplay_time_min; "
-                      "the job logs say what stopped each slice")
+                      "a shard must fit in one slice: lower selfplay.games_per_shard, raise slurm.selfplay_time_min or "
+                      "lower slurm.stop_margin_s; the job logs say what stopped each slice",
+                      previous.error if previous is not None and previous.status == "stopped" else "")
         if evaluator is None:
             evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
         else:

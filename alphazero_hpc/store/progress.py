@@ -59,27 +59,31 @@ def stalled_slices(previous_mark: int, previous_stalled: int, mark: int) -> int:
     return previous_stalled + 1
 
 
-def check_stalled(what: str, stalled: int, max_attempts: int, where: str, fix: str) -> None:
+def check_stalled(what: str, stalled: int, max_attempts: int, where: str, fix: str, last: str = "") -> None:
     """One line, and no further attempt, once ``max_attempts`` slices in a row made no progress (issue: a stage
-    that progresses in every slice is requeued as often as it needs; one that does not must not loop forever)."""
+    that progresses in every slice is requeued as often as it needs; one that does not must not loop forever).
+    ``last``: why the slice before this one stopped, as it recorded it (a start-up that ate the window before the
+    stop margin and a shard too long for a slice need different fixes)."""
     if stalled >= max_attempts:
+        why = f" (the last slice: {last.removeprefix('stopped: ')})" if last else ""
         raise AzhpcError(f"{what} made no progress in {stalled} slices in a row (slurm.max_attempts={max_attempts}): "
-                         f"still at {where}; {fix}")
+                         f"still at {where}{why}; {fix}")
 
 
-def start_train_slice(path: Path, step: int) -> int:
+def start_train_slice(path: Path, step: int) -> tuple[int, str]:
     """Record a training attempt starting at saved step ``step`` in ``path`` (``train/gen-N/slices.json``: the stall
     rule's mark and count, and one entry per slice: where it started and ended, and why it ended) and return how many
-    attempts in a row before it made no progress."""
+    attempts in a row before it made no progress, and how the one before it ended ('' if unknown)."""
     previous = _read_object(path) or {}
     stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
     history = previous.get("slices", [])
     history = [h for h in history if isinstance(h, dict)][-999:] if isinstance(history, list) else []  # bounded: a stage that needs more is told by max_attempts
+    last = str(history[-1].get("ended", "")) if history else ""
     env = SlurmEnv.now()
     history.append({"start_step": step, "started": round(time.time(), 3), "job": env.job_id,
                     "restart_count": env.restart_count, "host": socket.gethostname()})
     atomic.write_json(path, {"start_step": step, "stalled": stalled, "slices": history}, doing="writing the training slices")
-    return stalled
+    return stalled, last
 
 
 def end_train_slice(path: Path, step: int, ended: str) -> None:

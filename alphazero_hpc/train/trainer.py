@@ -425,11 +425,11 @@ class Trainer:
         an attempt that saved progress resets the count, so a long training spans any number of time limits."""
         if not self.env.master:
             return
-        stalled = start_train_slice(self.paths.train_slices(self.generation + 1), step)
+        stalled, last = start_train_slice(self.paths.train_slices(self.generation + 1), step)
         check_stalled(f"generation {self.generation} training", stalled, self.cfg.slurm.max_attempts,
                       f"step {step} of the saved state",
-                      "each slice must save a later state: lower train.checkpoint_every or raise slurm.train_time_min; "
-                      "the job logs say what stopped each slice")
+                      "each slice must save a later state: lower train.checkpoint_every, raise slurm.train_time_min or "
+                      "lower slurm.stop_margin_s; the job logs say what stopped each slice", last)
 
     def _save_state(self, model, opt, sched, step: int, skipped: int, consumed: int) -> None:
         if not self.env.master:
