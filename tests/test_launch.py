@@ -617,7 +617,8 @@ def test_slurm_time_limit_stops_in_time_requeues_and_completes(slurm_cluster, sl
 
     for stage, job in ((0, array), (1, train)):
         deadline = time.time() + 600
-        while attempts()[stage] < 2 and time.time() < deadline and sacct_states([job]).get(job) != "COMPLETED":
+        # an array's sacct rows are its elements (ID_0, ID_1), never the bare ID: done when every row is COMPLETED
+        while attempts()[stage] < 2 and time.time() < deadline and set(sacct_states([job]).values()) != {"COMPLETED"}:
             time.sleep(1)
         assert attempts()[stage] >= 2, (f"the {('self-play', 'training')[stage]} stage did not start a second slice "
                                         f"within 600 s: {attempts()}" + cluster_report())
