@@ -163,3 +163,29 @@ def test_a_child_tied_to_its_parent_dies_with_it():
         except ChildProcessError:
             pass
     assert not pid_alive(child)
+
+
+def test_a_killed_slice_is_named_in_the_stall_line_of_import_and_training(tmp_path):
+    """A slice that SLURM killed before it could record an end (an import shard longer than the slice, a training
+    step past the limit) leaves its progress at running, or its slice without ``ended``: the stall line says it was
+    killed, which the job log confirms, instead of saying nothing of the last slice."""
+    from alphazero_hpc.pgn.task import ImportSpec, run_import_task
+    from alphazero_hpc.store.progress import ImportProgress, KILLED
+
+    pgn = tmp_path / "one.pgn"
+    pgn.write_text('[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n')
+    spec = ImportSpec.of([pgn], 1, 0, games_per_shard=4)
+    paths = RunPaths(tmp_path / "imp")
+    paths.import_progress(0).parent.mkdir(parents=True)
+    killed = ImportProgress(0, 1, status="running", attempt=3, start_mark=0, stalled=2)
+    killed.write(paths.import_progress(0))
+    with pytest.raises(AzhpcError, match=r"import task 0 made no progress in 3 slices in a row .* \(the last slice: "
+                                         + KILLED.replace("(", r"\(").replace(")", r"\)") + r"\); a shard must fit"):
+        run_import_task(paths.root, spec, 0, config_path=TINY)
+
+    run = make_run(tmp_path / "train")
+    run.train_slices(1).parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(run.train_slices(1), {"start_step": 0, "stalled": 2, "slices": [{"start_step": 0}] * 2})
+    res = train(tmp_path / "train")
+    errors = [line for line in res.stderr.splitlines() if line.startswith("Error")]
+    assert res.returncode != 0 and len(errors) == 1 and f"(the last slice: {KILLED});" in errors[0], res.stderr[-2000:]

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import AzhpcError, RunDirError, ShardError, ShardSchemaError, failure_line
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.progress import ImportProgress, Status, check_stalled, read_import_progress, stalled_slices
+from ..store.progress import ImportProgress, Status, check_stalled, read_import_progress, slice_ended, stalled_slices
 from ..store.runconfig import resolve_run_config
 from ..store.shards import ShardStats, Sidecar, read_sidecar, write_shard, write_sidecar
 from .rows import GameFilter, GameRows, RowVisitor, game_arrays
@@ -169,6 +169,7 @@ class _Task:
         p.start_mark = len(done)
         if previous is not None and previous.status != "done":  # a slice that ended without a new shard counts
             p.stalled = stalled_slices(previous.start_mark, previous.stalled, len(done))
+        self.last = slice_ended(previous.status, previous.error) if previous is not None else ""  # for the stall line
         self.p = p
         self.games: list[GameRows] = []  # accepted, not yet in a shard
         self.pending: dict = {"rejected": {}, "malformed": 0, "games": [], "errors": []}
@@ -302,7 +303,7 @@ def run_import_task(run_dir: str | Path, spec: ImportSpec, task: int = 0, config
     try:
         check_stalled(f"import task {task}", t.p.stalled, cfg.slurm.max_attempts, f"{t.p.shards_done} shards",
                       "a shard must fit in one slice: lower --games-per-shard or raise slurm.selfplay_time_min; the job "
-                      "logs say what stopped each slice")
+                      "logs say what stopped each slice", t.last)
         return t.run()
     except BaseException as exc:
         t.p.status, t.p.error = "failed", failure_line(exc)

@@ -22,7 +22,7 @@ from ..net.cputhreads import warn_pipeline_on_cpu
 from ..search.evaluator import Evaluator
 from ..store import atomic
 from ..store.paths import RunPaths
-from ..store.progress import ProgressFile, TaskProgress, check_stalled, read_task_progress, stalled_slices
+from ..store.progress import ProgressFile, TaskProgress, check_stalled, read_task_progress, slice_ended, stalled_slices
 from ..store.runconfig import resolve_run_config
 from ..store.shards import quarantine, read_sidecar
 from .engine import GameRecord, SelfPlayEngine
@@ -118,7 +118,7 @@ def run_selfplay_task(
                       f"{len(done)} of {plan.shards} shards",
                       "a shard must fit in one slice: lower selfplay.games_per_shard, raise slurm.selfplay_time_min or "
                       "lower slurm.stop_margin_s; the job logs say what stopped each slice",
-                      previous.error if previous is not None and previous.status == "stopped" else "")
+                      slice_ended(previous.status, previous.error) if previous is not None else "")
         if evaluator is None:
             evaluator, model_digest = build_evaluator(cfg, paths, generation, device)
         else:

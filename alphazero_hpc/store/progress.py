@@ -70,6 +70,17 @@ def check_stalled(what: str, stalled: int, max_attempts: int, where: str, fix: s
                          f"still at {where}{why}; {fix}")
 
 
+KILLED = "it recorded no end: killed (a time limit, a preemption or a node failure; the job log says which)"
+
+
+def slice_ended(status: str, error: str) -> str:
+    """How a stage's previous slice ended, from the progress it left: why it stopped or failed, that it was killed
+    before it could say (still ``starting`` or ``running``), or '' when it finished."""
+    if status in ("stopped", "failed"):
+        return error
+    return KILLED if status in ("starting", "running") else ""
+
+
 def start_train_slice(path: Path, step: int) -> tuple[int, str]:
     """Record a training attempt starting at saved step ``step`` in ``path`` (``train/gen-N/slices.json``: the stall
     rule's mark and count, and one entry per slice: where it started and ended, and why it ended) and return how many
@@ -78,7 +89,7 @@ def start_train_slice(path: Path, step: int) -> tuple[int, str]:
     stalled = stalled_slices(int(previous.get("start_step", -1)), int(previous.get("stalled", 0)), step)
     history = previous.get("slices", [])
     history = [h for h in history if isinstance(h, dict)][-999:] if isinstance(history, list) else []  # bounded: a stage that needs more is told by max_attempts
-    last = str(history[-1].get("ended", "")) if history else ""
+    last = str(history[-1].get("ended", KILLED)) if history else ""
     env = SlurmEnv.now()
     history.append({"start_step": step, "started": round(time.time(), 3), "job": env.job_id,
                     "restart_count": env.restart_count, "host": socket.gethostname()})
