@@ -1,13 +1,14 @@
-"""The thirteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
+"""The fourteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
-that the games alone make. Then the supervised track's network (run "sup"), and the mean over the thirteen runs and its interval as ``azhpc
+that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fourteen runs and its interval as ``azhpc
 seeds`` computes it.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
-TABLE: a scale table (default: the shipped one). The printed intervals were computed with the table of 2026-11-24,
-before the re-freeze with the top link's replay; to check the transcription against them:
+TABLE: a scale table (default: the shipped one). The printed intervals of seeds 1-13 were computed with the table of
+2026-11-24, before the re-freeze with the top link's replay (seed 15's with the shipped one, with covariances); to
+check the transcription against them:
 
     git show c5673a2:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-11-24.json
     python docs/calibration/recompute_runs.py /tmp/scale-2026-11-24.json
@@ -40,6 +41,7 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     11: ("1172 [1088, 1256]", "greedy 10-0-0, -2 9-1-0, -1 15-1-14, sf 5-1-24"),
     12: ("979 [894, 1063]", "greedy 10-0-0, -4 10-0-0, -3 24-2-24, -2 14-0-16"),
     13: ("991 [903, 1078]", "greedy 10-0-0, -4 25-0-5, -3 18-0-12, -2 13-1-16"),
+    15: ("1012 [918, 1106]", "greedy 10-0-0, -4 10-0-0, -3 20-0-10, -2 18-3-29"),
 }
 # the supervised track (docs/evaluation.md, "A supervised start"): 90 of its 94 games listed (its 4 check games not)
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9, anchor 5-0-15")
