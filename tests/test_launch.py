@@ -154,10 +154,14 @@ def check_evaluated(run: Path, st: dict, generations: int) -> None:
 @pytest.mark.slow
 def test_local_pipeline_two_generations(tmp_path):
     run = tmp_path / "run"
+    tmp = tmp_path / "tmp"  # the run's temporary files: torchrun's log folders must not be left behind, one a generation
+    tmp.mkdir()
     res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), "--wait", *QUICK, *EVAL_QUICK,
-                  timeout=600)
+                  timeout=600, env={"TMPDIR": str(tmp)})
     assert res.returncode == 0, res.stdout + res.stderr
     assert "done:" in res.stdout
+    left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
+    assert not left, left
     st = check_status_matches_disk(run, 2)
     assert st["supervisor"]["state"] == "done"
     record = json.loads((run / "launch.json").read_text())

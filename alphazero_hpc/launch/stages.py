@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Literal
@@ -286,10 +287,15 @@ def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
     for stale in folder.glob("local-*.json"):  # an earlier attempt's
         stale.unlink()
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
+    # torchrun makes a log folder per start (/tmp/torchelastic_*, empty without --redirects) and never removes it:
+    # one a generation on every node; given one of ours, it goes when the agent returns
+    logs = tempfile.TemporaryDirectory(prefix="azhpc-torchrun-", ignore_cleanup_errors=True)
+    agent = cmd.index("torch.distributed.run") + 1
+    cmd = [*cmd[:agent], f"--log-dir={logs.name}", *cmd[agent:]]
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
     # a stage killed hard (SIGKILL, the OOM killer) takes torchrun with it: its ranks save their state and stop
     # instead of training on beside the next attempt's
-    with subprocess.Popen(ignoring_usr2, env=env, preexec_fn=procs.die_with_parent) as proc:
+    with logs, subprocess.Popen(ignoring_usr2, env=env, preexec_fn=procs.die_with_parent) as proc:
         _torchrun = proc
         try:
             proc.wait()
