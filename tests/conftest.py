@@ -164,9 +164,9 @@ def nodes_back_in_service(test: str) -> None:
     if "is not the testbed's" in res.stderr:
         return
     if "resuming" in res.stderr:
-        warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {res.stderr.strip()}")
+        warnings.warn(f"before {test}: testbed node(s) not in service, resumed: {res.stderr.strip()}", stacklevel=2)
     elif res.stderr.strip():  # submit limits, an account or a partition down that an earlier test (or a killed run) left
-        warnings.warn(f"before {test}: {res.stderr.strip()}")
+        warnings.warn(f"before {test}: {res.stderr.strip()}", stacklevel=2)
     if res.returncode != 0:  # every later SLURM test fails at once with this line instead of waiting 90 s again
         _NODES_LOST.append(f"testbed node(s) still cannot take jobs (since {test}): {res.stderr.strip()} "
                            f"(restart: slurm/testbed/testbed.sh start)")
@@ -184,7 +184,7 @@ def cancel_left_jobs(test: str) -> None:
         deadline = time.time() + 210  # a step that will not die stays COMPLETING for KillWait + UnkillableStepTimeout
         while user_jobs() and time.time() < deadline:
             time.sleep(1)
-        warnings.warn(f"{test} left {len(left)} job record(s), cancelled: {'; '.join(left)}")
+        warnings.warn(f"{test} left {len(left)} job record(s), cancelled: {'; '.join(left)}", stacklevel=2)
 
 
 @pytest.fixture(autouse=True)

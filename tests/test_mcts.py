@@ -239,7 +239,7 @@ def test_lazy_expansion_changes_no_search_and_bounds_its_memory(algorithm):
         boards = [chess.Board(f) for f in fens]
         trees = [s.open(b) for b in boards]
         results, pending = [], 0
-        for ply in range(3):  # trees that live across moves, as in self-play (the kept subtree has pending nodes)
+        for _ply in range(3):  # trees that live across moves, as in self-play (the kept subtree has pending nodes)
             for _ in range(cfg.simulations + 1):
                 s.step(trees)
                 if algorithm == "gumbel":

@@ -49,7 +49,8 @@ def bench_selfplay_cmd(config_path: Path, overrides: tuple[str, ...], seconds: f
         if min(ks) < 0:
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2", param_hint="--search-workers")
+        raise click.BadParameter(f"{workers!r}: give worker counts >= 0 separated by commas, e.g. 1,2",
+                                param_hint="--search-workers") from None
     variants: list[tuple[str, tuple[str, ...]]] = [("", overrides)]
     if vary:
         key, _, values = vary.partition("=")
@@ -267,6 +268,6 @@ def bench_wide_cmd(run_dir: Path, config_path: Path, overrides: tuple[str, ...],
     try:
         report = run_wide(run_dir, tasks, config_path, overrides, cpus_per_task, every_s, echo=click.echo)
     except RuntimeError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from exc
     for line in summary(report):
         click.echo(line)

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import chess
 
@@ -185,7 +185,10 @@ class UciEngine:
 
     def _search(self, board: chess.Board, sims: int, seconds: float | None) -> None:
         t0 = time.monotonic()
-        stop: Callable[[int], bool] = (lambda done: self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds))
+
+        def stop(done: int) -> bool:
+            return self._stop.is_set() or (seconds is not None and time.monotonic() - t0 >= seconds)
+
         try:
             if not self.tree_reuse:
                 self._kept = None
