@@ -2,7 +2,7 @@
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fourteen runs and its interval as ``azhpc
-seeds`` computes it.
+seeds`` computes it; then the same for the seven networks rated at PUCT 1600, T=3, tree reuse.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
@@ -25,7 +25,7 @@ from alphazero_hpc.evaluate.seeds import student_t_quantile
 
 R = {"-1": "fairy-stockfish:skill=-1,depth=1", "-2": "fairy-stockfish:skill=-2,depth=1",
      "-3": "fairy-stockfish:skill=-3,depth=1", "-4": "fairy-stockfish:skill=-4,depth=1",
-     "-12": "fairy-stockfish:skill=-12,depth=1", "sf": "stockfish:skill=0,depth=1", "greedy": "greedy",
+     "-8": "fairy-stockfish:skill=-8,depth=1", "-12": "fairy-stockfish:skill=-12,depth=1", "sf": "stockfish:skill=0,depth=1", "greedy": "greedy",
      "anchor": "stockfish:elo=1350,tc=60+0.6"}
 RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     1: ("1062 [984, 1139]", "-1 7-4-9, -2 16-2-12, -3 18-2-10, -4 26-0-4, greedy 10-0-0"),
@@ -43,6 +43,17 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     13: ("991 [903, 1078]", "greedy 10-0-0, -4 25-0-5, -3 18-0-12, -2 13-1-16"),
     15: ("1012 [918, 1106]", "greedy 10-0-0, -4 10-0-0, -3 20-0-10, -2 18-3-29"),
 }
+# the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation.md, the table after the float32 run): seeds
+# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seed 15 as printed (covariances)
+RUNS_1600 = {
+    5: ("1103 [1020, 1187]", "sf 3-1-6, -1 17-2-31, -2 19-1-10, greedy 10-0-0"),
+    6: ("1017 [929, 1104]", "-2 15-1-24, -3 21-0-9, -4 10-0-0, -8 10-0-0, greedy 10-0-0"),
+    7: ("1189 [1107, 1271]", "anchor 4-0-6, sf 10-3-17, -1 15-2-13, -2 6-0-4, greedy 10-0-0"),
+    8: ("1009 [932, 1087]", "-1 1-2-17, -2 18-2-10, -3 16-1-13, -4 10-0-0, greedy 10-0-0"),
+    9: ("1208 [1127, 1289]", "sf 12-2-16, -1 17-2-11, -2 19-2-9, greedy 10-0-0"),
+    10: ("1063 [979, 1148]", "sf 1-0-9, -1 11-3-16, -2 25-1-24, greedy 10-0-0"),
+    15: ("1176 [1087, 1265]", "greedy 10-0-0, -2 7-0-3, -1 21-1-28, sf 13-4-13"),
+}
 # the supervised track (docs/evaluation.md, "A supervised start"): 90 of its 94 games listed (its 4 check games not)
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9, anchor 5-0-15")
 
@@ -57,10 +68,18 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 
 def main() -> None:
     rungs = load_scale(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+    print("PUCT 800, T=3, tree reuse (the documented setting)")
+    table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
+    print("\nPUCT 1600, T=3, tree reuse")
+    table(rungs, list(RUNS_1600.items()))
+
+
+def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> None:
+    """Each run fitted three ways, then the self-play runs' mean and its intervals."""
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
     elos, calibration_var = [], []
-    for seed, (documented, text) in [*RUNS.items(), ("sup", SUPERVISED)]:
+    for seed, (documented, text) in runs:
         m = games(text)
         full, diag, alone = (scale_fit(m, x)["net"] for x in (rungs, diagonal, exact(rungs)))
         sd = {k: (r.high - r.low) / (2 * Z95) for k, r in (("full", full), ("diag", diag), ("alone", alone))}
