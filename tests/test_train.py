@@ -20,7 +20,7 @@ from alphazero_hpc.store.progress import read_train_outcomes, read_train_slices
 from alphazero_hpc.train.trainer import plan_steps
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
-from .conftest import TINY
+from .conftest import TINY, run_cli
 
 DATA = ["selfplay.games_per_generation=16", "selfplay.games_per_shard=2", "selfplay.max_plies=60",
         "mcts.simulations=12", "train.batch_size=32", "train.checkpoint_every=5"]
@@ -76,6 +76,20 @@ def test_two_rank_gloo_ddp_keeps_weights_identical_and_only_rank0_writes(tmp_pat
     assert [r["step"] for r in metric_rows(paths)] == list(range(1, steps + 1))  # one writer, each step once
     model, payload = load_model(paths.model(1))
     assert payload["steps"] == steps and payload["generation"] == 1
+
+
+def test_cli_training_on_two_ranks_writes_the_network_and_leaves_no_torchrun_folder(tmp_path):
+    """``azhpc train --nproc-per-node 2`` starts torchrun itself: its log folder (an /tmp/torchelastic_* per start
+    without one of ours) must be gone when it returns, as after a training stage."""
+    paths = make_run(tmp_path / "run")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = run_cli("train", str(paths.root), "--generation", "0", "--nproc-per-node", "2", "--loader-workers", "1",
+                  env={"TMPDIR": str(tmp)}, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert load_model(paths.model(1))[1]["generation"] == 1
+    left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
+    assert not left, left
 
 
 def test_sigkill_mid_training_then_resume_finishes_the_same_steps(tmp_path):

@@ -53,10 +53,11 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
 
         code = train_main(args)
     else:
-        from ..launch.stages import torchrun_command
+        from ..launch.stages import torchrun_command, torchrun_logs
 
-        cmd = torchrun_command(str(run_dir), generation, nproc_per_node, None)
-        code = subprocess.run(cmd + (["--workers", str(workers)] if workers is not None else [])).returncode
+        with torchrun_logs() as logs:
+            cmd = torchrun_command(str(run_dir), generation, nproc_per_node, None, log_dir=logs)
+            code = subprocess.run(cmd + (["--workers", str(workers)] if workers is not None else [])).returncode
     if code:
         raise click.exceptions.Exit(code)
 

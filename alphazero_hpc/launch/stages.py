@@ -129,9 +129,12 @@ def _slurm_nodes() -> tuple[int, int, str, str] | None:
 
 
 def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None,
-                     outcomes: Path | None = None) -> list[str]:
-    """The command that starts this node's training ranks; with ``outcomes``, each rank writes how it ended there."""
+                     outcomes: Path | None = None, log_dir: str | None = None) -> list[str]:
+    """The command that starts this node's training ranks; with ``outcomes``, each rank writes how it ended there;
+    ``log_dir``: torchrun's log folder (``torchrun_logs``)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
+    if log_dir is not None:
+        cmd.append(f"--log-dir={log_dir}")
     if slurm is None:
         cmd.append("--standalone")
     else:
@@ -156,6 +159,12 @@ class _TrainProgress:
         if self.enabled:
             self.data = dataclasses.replace(self.data, **changes, updated=time.time())
             atomic.write_json(self.path, self.data.to_json(), doing="writing training progress")
+
+
+def torchrun_logs() -> tempfile.TemporaryDirectory:
+    """A log folder for one torchrun start, gone when its ``with`` block ends: without one, torchrun makes an
+    /tmp/torchelastic_* per start (empty without --redirects) and never removes it, one a generation on every node."""
+    return tempfile.TemporaryDirectory(prefix="azhpc-torchrun-", ignore_cleanup_errors=True)
 
 
 _torchrun: subprocess.Popen | None = None  # the running torchrun agent (module level: the stage is pickled)
@@ -230,8 +239,9 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
         else:
             check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
-                                                              paths.train_outcomes(generation + 1, node_index)))
+        with torchrun_logs() as logs:
+            code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
+                                                                  paths.train_outcomes(generation + 1, node_index), log_dir=logs))
         if stopped and not error:
             progress.write(status="stopped", error=stopped)
             if node_index == 0:
@@ -287,15 +297,10 @@ def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
     for stale in folder.glob("local-*.json"):  # an earlier attempt's
         stale.unlink()
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
-    # torchrun makes a log folder per start (/tmp/torchelastic_*, empty without --redirects) and never removes it:
-    # one a generation on every node; given one of ours, it goes when the agent returns
-    logs = tempfile.TemporaryDirectory(prefix="azhpc-torchrun-", ignore_cleanup_errors=True)
-    agent = cmd.index("torch.distributed.run") + 1
-    cmd = [*cmd[:agent], f"--log-dir={logs.name}", *cmd[agent:]]
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
     # a stage killed hard (SIGKILL, the OOM killer) takes torchrun with it: its ranks save their state and stop
     # instead of training on beside the next attempt's
-    with logs, subprocess.Popen(ignoring_usr2, env=env, preexec_fn=procs.die_with_parent) as proc:
+    with subprocess.Popen(ignoring_usr2, env=env, preexec_fn=procs.die_with_parent) as proc:
         _torchrun = proc
         try:
             proc.wait()
