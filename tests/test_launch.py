@@ -68,6 +68,8 @@ def check_status_matches_disk(run: Path, generations: int) -> dict:
         assert gen["train"]["checkpoint"] == str(run / "models" / f"gen-{g + 1:04d}.pt")
         # generation g's self-play played generation g's network (generation 1 loads what training 0 wrote)
         assert truth["models"] == {file_digest(run / "models" / f"gen-{g:04d}.pt")}
+    # torchrun's log folders (one a node, in the run folder) go when training ends, a killed slice's with the next
+    assert not list(run.glob("train/*/torchrun-logs*")), list(run.glob("train/*/torchrun-logs*"))
     return st
 
 
@@ -162,7 +164,7 @@ def test_local_pipeline_two_generations(tmp_path):
     assert "done:" in res.stdout
     left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
     assert not left, left
-    st = check_status_matches_disk(run, 2)
+    st = check_status_matches_disk(run, 2)  # none in the run either
     assert st["supervisor"]["state"] == "done"
     record = json.loads((run / "launch.json").read_text())
     stages = [(j["generation"], j["stage"], j["state"]) for j in record["jobs"]]

@@ -35,7 +35,9 @@ def make_run(path: Path, extra=()) -> RunPaths:
 def train(run: Path, *args, nproc=1, timeout=600, env=None):
     cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0", "--workers", "1", *args]
     if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *cmd[1:]]
+        # its own log folder: without one torchrun leaves an /tmp/torchelastic_* per start
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               f"--log-dir={run / 'torchrun-logs'}", *cmd[1:]]
         cmd[cmd.index("alphazero_hpc.train") - 1] = "-m"
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
@@ -90,6 +92,22 @@ def test_cli_training_on_two_ranks_writes_the_network_and_leaves_no_torchrun_fol
     assert load_model(paths.model(1))[1]["generation"] == 1
     left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
     assert not left, left
+
+
+def test_a_killed_slices_torchrun_folder_is_emptied_by_the_next_and_none_is_left(tmp_path):
+    """The training stage's torchrun log folder is in the run folder: a slice killed before its end (SIGKILL, a lost
+    node) leaves it there, not in the node's /tmp, and the next slice's start clears it; its end removes it."""
+    from alphazero_hpc.launch.stages import torchrun_logs
+
+    folder = RunPaths(tmp_path).torchrun_logs(1, 0)
+    (folder / "7_abc" / "attempt_0").mkdir(parents=True)  # what a killed agent left
+    with torchrun_logs(folder) as logs:
+        assert Path(logs) == folder and not any(folder.iterdir())
+        (folder / "8_def").mkdir()
+    assert not folder.exists() and folder.parent.exists()
+    with torchrun_logs() as logs:  # no folder given (azhpc train): a temporary one
+        assert Path(logs).is_dir()
+    assert not Path(logs).exists()
 
 
 def test_sigkill_mid_training_then_resume_finishes_the_same_steps(tmp_path):

@@ -17,16 +17,18 @@ as rendezvous id, so ranks meet wherever SLURM placed them. Outside SLURM it run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal
 
 import submitit
 
@@ -161,10 +163,22 @@ class _TrainProgress:
             atomic.write_json(self.path, self.data.to_json(), doing="writing training progress")
 
 
-def torchrun_logs() -> tempfile.TemporaryDirectory:
-    """A log folder for one torchrun start, gone when its ``with`` block ends: without one, torchrun makes an
-    /tmp/torchelastic_* per start (empty without --redirects) and never removes it, one a generation on every node."""
-    return tempfile.TemporaryDirectory(prefix="azhpc-torchrun-", ignore_cleanup_errors=True)
+@contextlib.contextmanager
+def torchrun_logs(folder: Path | None = None) -> Iterator[str]:
+    """A log folder for one torchrun start, gone when the ``with`` block ends: without one, torchrun makes an
+    /tmp/torchelastic_* per start (empty without --redirects) and never removes it, one a generation on every node.
+    ``folder`` (the stage's, in the run folder): emptied first, so a slice killed before its end (SIGKILL, a lost
+    node) leaves its folder to the next slice rather than to the node's /tmp; otherwise a temporary folder."""
+    if folder is None:
+        with tempfile.TemporaryDirectory(prefix="azhpc-torchrun-", ignore_cleanup_errors=True) as logs:
+            yield logs
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _torchrun: subprocess.Popen | None = None  # the running torchrun agent (module level: the stage is pickled)
@@ -239,7 +253,7 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
         else:
             check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        with torchrun_logs() as logs:
+        with torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
             code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
                                                                   paths.train_outcomes(generation + 1, node_index), log_dir=logs))
         if stopped and not error:

@@ -91,6 +91,11 @@ class RunPaths:
         """Folder of the outcome records (``local-L.json``) of node ``node``'s ranks, read by that node's stage."""
         return self.train_dir(generation) / "outcomes" / f"node-{node}"
 
+    def torchrun_logs(self, generation: int, node: int) -> Path:
+        """torchrun's log folder on node ``node`` while it trains ``generation`` (removed when the agent returns, and
+        by the next slice where a killed one left it)."""
+        return self.train_dir(generation) / f"torchrun-logs-node-{node}"
+
     def train_metrics(self, generation: int) -> Path:
         """One JSON line per training step of the job writing ``generation``."""
         return self.train_dir(generation) / "metrics.jsonl"
