@@ -174,7 +174,7 @@ def torchrun_logs(folder: Path | None = None) -> Iterator[str]:
             yield logs
         return
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)  # what rmtree could not remove stays: torchrun makes its own subfolder
     try:
         yield str(folder)
     finally:
