@@ -2,7 +2,7 @@
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fourteen runs and its interval as ``azhpc
-seeds`` computes it; then the same for the seven networks rated at PUCT 1600, T=3, tree reuse.
+seeds`` computes it; then the same for the eight networks rated at PUCT 1600, T=3, tree reuse.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
@@ -44,7 +44,7 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     15: ("1012 [918, 1106]", "greedy 10-0-0, -4 10-0-0, -3 20-0-10, -2 18-3-29"),
 }
 # the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation.md, the table after the float32 run): seeds
-# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seed 15 as printed (covariances)
+# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances)
 RUNS_1600 = {
     5: ("1103 [1020, 1187]", "sf 3-1-6, -1 17-2-31, -2 19-1-10, greedy 10-0-0"),
     6: ("1017 [929, 1104]", "-2 15-1-24, -3 21-0-9, -4 10-0-0, -8 10-0-0, greedy 10-0-0"),
@@ -52,6 +52,7 @@ RUNS_1600 = {
     8: ("1009 [932, 1087]", "-1 1-2-17, -2 18-2-10, -3 16-1-13, -4 10-0-0, greedy 10-0-0"),
     9: ("1208 [1127, 1289]", "sf 12-2-16, -1 17-2-11, -2 19-2-9, greedy 10-0-0"),
     10: ("1063 [979, 1148]", "sf 1-0-9, -1 11-3-16, -2 25-1-24, greedy 10-0-0"),
+    13: ("1078 [986, 1169]", "greedy 10-0-0, -2 27-1-22, -1 8-1-21, sf 4-1-5"),
     15: ("1176 [1087, 1265]", "greedy 10-0-0, -2 7-0-3, -1 21-1-28, sf 13-4-13"),
 }
 # the supervised track (docs/evaluation.md, "A supervised start"): 90 of its 94 games listed (its 4 check games not)
