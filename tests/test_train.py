@@ -13,6 +13,7 @@ import torch
 
 from alphazero_hpc.net.checkpoint import load_model
 from alphazero_hpc.config import load_config
+from alphazero_hpc.launch.stages import torchrun_command
 from alphazero_hpc.train.data import BatchPlan, ShardRef, replay_window
 from alphazero_hpc.search.fakes import UniformEvaluator
 from alphazero_hpc.store.paths import RunPaths
@@ -33,12 +34,10 @@ def make_run(path: Path, extra=()) -> RunPaths:
 
 
 def train(run: Path, *args, nproc=1, timeout=600, env=None):
-    cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0", "--workers", "1", *args]
-    if nproc > 1:
-        # its own log folder: without one torchrun leaves an /tmp/torchelastic_* per start
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               f"--log-dir={run / 'torchrun-logs'}", *cmd[1:]]
-        cmd[cmd.index("alphazero_hpc.train") - 1] = "-m"
+    cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run), "--generation", "0"]
+    if nproc > 1:  # the package's own torchrun command, with a log folder (else an /tmp/torchelastic_* per start)
+        cmd = torchrun_command(str(run), 0, nproc, None, log_dir=str(run / "torchrun-logs"))
+    cmd += ["--workers", "1", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
