@@ -73,6 +73,12 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=full_env)
 
 
+def torchrun_leftovers(tmp: Path) -> list[str]:
+    """What torchrun left in ``tmp`` (a run's TMPDIR): its log folders (an /tmp/torchelastic_* per start without one
+    of ours) or our temporary ones; torchinductor_* is a cache, kept on purpose."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc")))
+
+
 def slurm_cli(*args: str, **kw) -> subprocess.CompletedProcess:
     """``run_cli`` as the user who submits to SLURM."""
     return run_cli(*args, user=SLURM_USER, **kw)

@@ -22,7 +22,8 @@ from alphazero_hpc.launch.record import SupervisorRecord, azhpc_process_alive, p
 from alphazero_hpc.store.paths import RunPaths
 from alphazero_hpc.train.trainer import plan_steps
 
-from .conftest import SLURM_USER, TINY, as_user, cluster_report, run_cli, slurm_cli, user_jobs
+from .conftest import (SLURM_USER, TINY, as_user, cluster_report, run_cli, slurm_cli, torchrun_leftovers,
+                       user_jobs)
 
 # A quick tiny run: 16 games of at most 40 plies per generation, 8 per shard.
 QUICK = ["--config", str(TINY), "--set", "selfplay.max_plies=40", "--set", "train.loader_workers=0"]
@@ -162,8 +163,7 @@ def test_local_pipeline_two_generations(tmp_path):
                   timeout=600, env={"TMPDIR": str(tmp)})
     assert res.returncode == 0, res.stdout + res.stderr
     assert "done:" in res.stdout
-    left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
-    assert not left, left
+    assert not torchrun_leftovers(tmp), torchrun_leftovers(tmp)
     st = check_status_matches_disk(run, 2)  # none in the run either
     assert st["supervisor"]["state"] == "done"
     record = json.loads((run / "launch.json").read_text())

@@ -21,7 +21,7 @@ from alphazero_hpc.store.progress import read_train_outcomes, read_train_slices
 from alphazero_hpc.train.trainer import plan_steps
 from alphazero_hpc.selfplay.task import run_selfplay_task
 
-from .conftest import TINY, run_cli
+from .conftest import TINY, run_cli, torchrun_leftovers
 
 DATA = ["selfplay.games_per_generation=16", "selfplay.games_per_shard=2", "selfplay.max_plies=60",
         "mcts.simulations=12", "train.batch_size=32", "train.checkpoint_every=5"]
@@ -89,8 +89,7 @@ def test_cli_training_on_two_ranks_writes_the_network_and_leaves_no_torchrun_fol
                   env={"TMPDIR": str(tmp)}, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert load_model(paths.model(1))[1]["generation"] == 1
-    left = [p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "azhpc"))]  # torchinductor_*: a cache, kept
-    assert not left, left
+    assert not torchrun_leftovers(tmp), torchrun_leftovers(tmp)
 
 
 def test_a_killed_slices_torchrun_folder_is_emptied_by_the_next_and_none_is_left(tmp_path):
