@@ -139,6 +139,57 @@ def test_outside_match_draws_a_repetition_once_it_has_happened_not_when_it_could
     assert ending(mate, 400) == ("0-1", "checkmate")
 
 
+class _Clock:
+    """The script's time module in a test: monotonic() is what the engines below have spent, nothing else."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _SlowEngine:
+    """An engine stand-in: answers its first legal move after ``seconds`` on ``clock``, recording every limit."""
+
+    def __init__(self, seconds: float, clock: _Clock) -> None:
+        self.seconds, self.clock, self.limits = seconds, clock, []
+
+    def play(self, board, limit, game=None):
+        self.limits.append(limit)
+        self.clock.now += self.seconds
+        return type("Answer", (), {"move": next(iter(board.legal_moves))})()
+
+
+def test_outside_match_clock_gives_remaining_time_and_a_flag_loses(monkeypatch):
+    """--engine-tc: the clocked side gets its remaining time and increment with each go (the time its answer took
+    taken off, the increment added) and loses when its time runs out; the untimed opponent keeps its own limit."""
+    import argparse
+
+    outside = load("outside_match")
+    clock = _Clock()
+    monkeypatch.setattr(outside, "time", clock)
+    args = argparse.Namespace(book=None, random_plies=0, seed=1, engine_depth=0, engine_nodes=0, engine_movetime=1.0,
+                              opponent_depth=1, opponent_nodes=0, max_plies=400, engine_tc="1+0.5", opponent_tc=None)
+    net, opp = _SlowEngine(0.75, clock), _SlowEngine(3.0, clock)  # 0.75 a move against 0.5 added: 0.25 lost a move
+    index, letter, game = outside.play_game(0, args, net, opp)  # index 0: the network White
+    assert letter == "L" and game.headers["Result"] == "0-1" and game.headers["Termination"] == "time forfeit"
+    assert game.headers["TimeControl"] == "network=1+0.5"
+    assert [(limit.white_clock, limit.black_clock, limit.white_inc) for limit in net.limits] == [
+        (1.0, 1.0, 0.5), (0.75, 0.75, 0.5), (0.5, 0.5, 0.5)]  # the 3rd took 0.75 of 0.5 left: the increment comes after
+    assert len(opp.limits) == 2 and all(limit.depth == 1 and limit.white_clock is None for limit in opp.limits)
+    assert len(list(game.mainline_moves())) == 4  # the move that overran is not played
+    args.engine_tc, args.opponent_tc = None, "1+0.5"  # the other side on the clock: as Black it flags, the network wins
+    net.limits.clear(), opp.limits.clear()
+    index, letter, game = outside.play_game(1, args, net, opp)  # index 1: the network Black
+    assert letter == "W" and game.headers["Result"] == "0-1" and game.headers["Termination"] == "time forfeit"
+    assert all(limit.time == 1.0 and limit.white_clock is None for limit in net.limits)
+    assert [limit.white_clock for limit in opp.limits] == [1.0]  # 3 s on its first move: flagged at once
+    args.opponent_tc = None  # no clock at all: the game runs to its end by the rules
+    index, letter, game = outside.play_game(2, args, net, opp)
+    assert game.headers["Termination"] != "time forfeit" and "TimeControl" not in game.headers
+
+
 def test_rung_pairs_difference_and_chain_agree_with_the_packages_fit():
     """rung_pairs.py (standard library) against the package: a pair's Elo difference and interval are MatchScore's,
     and its chain fit, without draws (where both are the plain logistic maximum likelihood), is fit_ratings' with

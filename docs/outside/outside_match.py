@@ -16,7 +16,8 @@ match runner").
 Each job is a process with its own two engines; every game's result is printed as it ends. Two rungs of the scale
 play each other the same way (the rungs' differences checked outside the package's calibration): the first engine
 at ``--engine-depth 1`` with its options, e.g. ``--engine stockfish --engine-option "Skill Level=0" --engine-option
-Threads=1 --engine-option Hash=16 --engine-depth 1``.
+Threads=1 --engine-option Hash=16 --engine-depth 1``; a rung on a clock with ``--engine-tc 60+0.6`` (the anchor:
+``--engine-option UCI_LimitStrength=true --engine-option UCI_Elo=1350``).
 """
 from __future__ import annotations
 
@@ -100,29 +101,61 @@ def ending(board: chess.Board, max_plies: int) -> tuple[str, str] | None:
     return None
 
 
+def clock(text: str | None) -> tuple[float, float] | None:
+    """``BASE+INC`` in seconds (``60+0.6``) as (base, increment); None for no clock."""
+    if not text:
+        return None
+    base, _, inc = text.partition("+")
+    return float(base), float(inc or 0)
+
+
 def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngine,
               opp: chess.engine.SimpleEngine) -> tuple[int, str, chess.pgn.Game]:
-    """Game ``index``: opening ``index // 2``, the network White when ``index`` is even."""
+    """Game ``index``: opening ``index // 2``, the network White when ``index`` is even. A side on a clock
+    (``--engine-tc``, ``--opponent-tc``) gets its remaining time and increment with each ``go``; the wall time around
+    its answer is taken off, the increment added, and a side whose time ran out loses (as a GUI scores it)."""
     board = book_opening(index // 2, args.book) if args.book else opening(index // 2, args.random_plies, args.seed)
     net_white = index % 2 == 0
-    net_limit = (chess.engine.Limit(depth=args.engine_depth) if args.engine_depth else
-                 chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else chess.engine.Limit(time=args.engine_movetime))
-    opp_limit = chess.engine.Limit(depth=args.opponent_depth) if args.opponent_depth else chess.engine.Limit(nodes=args.opponent_nodes)
+    tcs = {True: clock(args.engine_tc), False: clock(args.opponent_tc)}  # keyed by "the network's side"
+    left = {side: tc[0] for side, tc in tcs.items() if tc}
+    limits = {True: (chess.engine.Limit(depth=args.engine_depth) if args.engine_depth else
+                     chess.engine.Limit(nodes=args.engine_nodes) if args.engine_nodes else
+                     chess.engine.Limit(time=args.engine_movetime)),
+              False: chess.engine.Limit(depth=args.opponent_depth) if args.opponent_depth else chess.engine.Limit(nodes=args.opponent_nodes)}
     game_key = object()  # a new object each game: python-chess sends ucinewgame to both engines
+    flagged = None
     while ending(board, args.max_plies) is None:
         net_to_move = (board.turn == chess.WHITE) == net_white
-        result = (net if net_to_move else opp).play(board, net_limit if net_to_move else opp_limit, game=game_key)
+        limit, tc = limits[net_to_move], tcs[net_to_move]
+        if tc:  # the other side's clock: its own if it has one, else this side's (an untimed opponent)
+            mine, other = left[net_to_move], left.get(not net_to_move, left[net_to_move])
+            white, black = (mine, other) if board.turn == chess.WHITE else (other, mine)
+            limit = chess.engine.Limit(white_clock=white, black_clock=black, white_inc=tc[1], black_inc=tc[1])
+        started = time.monotonic()
+        result = (net if net_to_move else opp).play(board, limit, game=game_key)
+        if tc:
+            left[net_to_move] -= time.monotonic() - started
+            if left[net_to_move] < 0:
+                flagged = board.turn
+                break
+            left[net_to_move] += tc[1]
         if result.move is None or result.move not in board.legal_moves:
             raise RuntimeError(f"game {index}: {'network' if net_to_move else 'opponent'} answered {result.move} "
                                f"in {board.fen()}")
         board.push(result.move)
-    text, termination = ending(board, args.max_plies) or ("*", "")
+    if flagged is not None:  # lost on time (a draw if the winner could not mate is left out: engines rarely flag)
+        text, termination = ("0-1" if flagged == chess.WHITE else "1-0"), "time forfeit"
+    else:
+        text, termination = ending(board, args.max_plies) or ("*", "")
     game = chess.pgn.Game.from_board(board)
     game.headers["Event"] = "outside_match.py"
     game.headers["Round"] = str(index + 1)
     game.headers["White"], game.headers["Black"] = ("network", "opponent") if net_white else ("opponent", "network")
     game.headers["Result"] = text
     game.headers["Termination"] = termination
+    if any(tcs.values()):
+        game.headers["TimeControl"] = "/".join(f"{side}={tc[0]:g}+{tc[1]:g}" for side, tc in
+                                               (("network", tcs[True]), ("opponent", tcs[False])) if tc)
     net_score = {"1-0": 1.0, "0-1": 0.0}.get(text, 0.5)
     if not net_white:
         net_score = 1.0 - net_score
@@ -180,10 +213,12 @@ def main() -> int:
     p.add_argument("--engine-depth", type=int, default=0, help="go depth N for the first engine (an engine rung; 0: --engine-nodes)")
     p.add_argument("--engine-nodes", type=int, default=800, help="go nodes N for the network (0: --engine-movetime)")
     p.add_argument("--engine-movetime", type=float, default=2.0, help="seconds a move when --engine-nodes is 0")
+    p.add_argument("--engine-tc", help="BASE+INC seconds: the first engine on a real clock (e.g. 60+0.6; replaces its depth/nodes)")
     p.add_argument("--opponent", default="fairy-stockfish", help="the opponent's UCI command line")
     p.add_argument("--opponent-option", action="append", default=[], help="NAME=VALUE, repeatable (Threads=1 and Hash=16 are set)")
     p.add_argument("--opponent-depth", type=int, default=1)
     p.add_argument("--opponent-nodes", type=int, default=0, help="go nodes N when --opponent-depth is 0")
+    p.add_argument("--opponent-tc", help="BASE+INC seconds: the opponent on a real clock (replaces its depth/nodes)")
     p.add_argument("--opponent-rating", type=float, help="the opponent's rating: also print the network's implied rating")
     p.add_argument("--games", type=int, default=40)
     p.add_argument("--random-plies", type=int, default=6)
