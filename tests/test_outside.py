@@ -210,3 +210,17 @@ def test_rung_pairs_difference_and_chain_agree_with_the_packages_fit():
         assert elo == pytest.approx(r.elo, abs=0.01)
         assert 1.959964 * se == pytest.approx((r.high - r.low) / 2, rel=1e-3)
     assert mine["a"] == (1000.0, 0.0)
+
+
+def test_rung_pairs_names_an_outside_match_as_the_package_names_its_rungs():
+    """rung_pairs.py reads outside_match.py's options back into the scale's rung names, the package's canonical ones:
+    a skill level at a depth, and the anchor (UCI_Elo on a clock), so that its games join the table's pairs."""
+    from alphazero_hpc.evaluate.engines import canonical_engine_name
+    from alphazero_hpc.evaluate.scale import ANCHOR
+
+    rp = load("rung_pairs")
+    anchor = rp.rung("stockfish", ["Threads=1", "UCI_LimitStrength=true", "UCI_Elo=1350"], 0, "60+0.6")
+    assert anchor == canonical_engine_name("stockfish:tc=60+0.6,elo=1350") == ANCHOR
+    assert rp.rung("/usr/games/fairy-stockfish", ["Skill Level=-2"], 1) == canonical_engine_name("fairy-stockfish:depth=1,skill=-2")
+    with pytest.raises(SystemExit):
+        rp.rung("stockfish", ["UCI_Elo=1350"], 0, "60+0.6")  # UCI_Elo without UCI_LimitStrength: full strength

@@ -8,7 +8,9 @@ prints the outside result and its Elo difference, the package's own calibration 
 ``pairs`` of the shipped scale.json) and the difference of the two rungs' ratings in the table, with how many
 standard errors the outside difference lies from each. Then every rung's rating from the outside games alone (the
 maximum-likelihood chain, draws as half a point), the strongest rung played pinned at its rating in the table, against
-the table's ratings (the outside ratings' 95% half-widths relative to the pinned rung).
+the table's ratings (the outside ratings' 95% half-widths relative to the pinned rung). When the anchor was played (the
+first engine ``--engine-option UCI_LimitStrength=true --engine-option UCI_Elo=1350 --engine-tc 60+0.6``), it is the
+one pinned, at 1350: every rung's outside rating is then on the scale itself.
 
     python docs/outside/rung_pairs.py scratch/outside-rungs/*.json
 """
@@ -23,13 +25,24 @@ SCALE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "al
 SLOPE = math.log(10) / 400
 
 
-def rung(engine: str, options: list[str], depth: int) -> str:
-    """The scale's name of an engine at a skill level searching to ``depth``."""
+def rung(engine: str, options: list[str], depth: int, tc: str | None = None) -> str:
+    """The scale's name of an engine at a skill level or a UCI_Elo, searching to ``depth`` or on a clock ``tc``
+    (``BASE+INC`` seconds, outside_match.py's ``--engine-tc``)."""
     name = os.path.basename(engine.split()[0])
-    skill = next((o.partition("=")[2].strip() for o in options if o.partition("=")[0].strip() == "Skill Level"), None)
-    if skill is None or not depth:
-        raise SystemExit(f"{engine} {options}: not a rung at a skill level and a depth")
-    return f"{name}:skill={int(skill)},depth={depth}"
+    values = {o.partition("=")[0].strip(): o.partition("=")[2].strip() for o in options}
+    parts = []
+    if "Skill Level" in values:
+        parts.append(f"skill={int(values['Skill Level'])}")
+    if values.get("UCI_LimitStrength", "").lower() == "true" and "UCI_Elo" in values:
+        parts.append(f"elo={int(values['UCI_Elo'])}")
+    if not parts or not (depth or tc):
+        raise SystemExit(f"{engine} {options}: not a rung (a skill level or a UCI_Elo, and a depth or a clock)")
+    if tc:
+        base, _, inc = tc.partition("+")
+        parts.append(f"tc={float(base):g}+{float(inc or 0):g}")
+    else:
+        parts.append(f"depth={depth}")
+    return f"{name}:{','.join(parts)}"
 
 
 def diff(w: float, d: float, l: float) -> tuple[float, float]:
@@ -99,10 +112,11 @@ def main() -> int:
         with open(path) as f:
             s = json.load(f)
         a = s["args"]
-        if a.get("engine_depth", 0) == 0:
-            raise SystemExit(f"{path}: the first engine did not play at a depth (--engine-depth): not two rungs")
-        first = rung(a["engine"], a["engine_option"], a["engine_depth"])
-        second = rung(a["opponent"], a["opponent_option"], a["opponent_depth"])
+        if a.get("engine_depth", 0) == 0 and not a.get("engine_tc"):
+            raise SystemExit(f"{path}: the first engine played neither at a depth (--engine-depth) nor on a clock "
+                             "(--engine-tc): not two rungs")
+        first = rung(a["engine"], a["engine_option"], a["engine_depth"], a.get("engine_tc"))
+        second = rung(a["opponent"], a["opponent_option"], a["opponent_depth"], a.get("opponent_tc"))
         w, d, l = s["wins"], s["draws"], s["losses"]
         outside.append((first, second, w + d / 2, w + d + l))
         o, o_se = diff(w, d, l)
@@ -121,7 +135,8 @@ def main() -> int:
             line += f"  {'not played':>26}"
         line += f"  {fitted:+6.0f} ({(o - fitted) / o_se:+.1f} se)"
         print(line + ("  [stopped]" if s.get("stopped") else ""))
-    top = max({p for a, b, _, _ in outside for p in (a, b)}, key=lambda p: ratings[p])
+    played = {p for a, b, _, _ in outside for p in (a, b)}
+    top = table["anchor"] if table["anchor"] in played else max(played, key=lambda p: ratings[p])  # the anchor if played
     fit = chain(outside, top, ratings[top])
     print(f"\nfrom the outside games alone, {top} pinned at its table rating {ratings[top]:.0f}:")
     for p in sorted(fit, key=lambda p: -fit[p][0]):
