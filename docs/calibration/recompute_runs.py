@@ -1,8 +1,9 @@
-"""The fourteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
+"""The fifteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
-that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fourteen runs and its interval as ``azhpc
-seeds`` computes it; then the same for the eight networks rated at PUCT 1600, T=3, tree reuse.
+that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
+seeds`` computes it; then the same for the eight networks rated at PUCT 1600, T=3, tree reuse; then the doublings
+from 800 to 1600 and the estimate of every run's mean at 1600 that they give.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
@@ -42,6 +43,7 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     12: ("979 [894, 1063]", "greedy 10-0-0, -4 10-0-0, -3 24-2-24, -2 14-0-16"),
     13: ("991 [903, 1078]", "greedy 10-0-0, -4 25-0-5, -3 18-0-12, -2 13-1-16"),
     15: ("1012 [918, 1106]", "greedy 10-0-0, -4 10-0-0, -3 20-0-10, -2 18-3-29"),
+    16: ("992 [896, 1088]", "greedy 10-0-0, -2 11-4-15, -1 3-1-6, sf 0-1-9, -3 12-0-8"),
 }
 # the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation.md, the table after the float32 run): seeds
 # 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances)
@@ -55,6 +57,8 @@ RUNS_1600 = {
     13: ("1078 [986, 1169]", "greedy 10-0-0, -2 27-1-22, -1 8-1-21, sf 4-1-5"),
     15: ("1176 [1087, 1265]", "greedy 10-0-0, -2 7-0-3, -1 21-1-28, sf 13-4-13"),
 }
+# the two doublings measured at T=1 without tree reuse (docs/evaluation.md's table: PUCT 800 -> PUCT 1600), as printed
+DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
 # the supervised track (docs/evaluation.md, "A supervised start"): 90 of its 94 games listed (its 4 check games not)
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9, anchor 5-0-15")
 
@@ -70,13 +74,41 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 def main() -> None:
     rungs = load_scale(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     print("PUCT 800, T=3, tree reuse (the documented setting)")
-    table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
+    at800, cal800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
     print("\nPUCT 1600, T=3, tree reuse")
     table(rungs, list(RUNS_1600.items()))
+    doublings(at800, cal800)
 
 
-def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> None:
-    """Each run fitted three ways, then the self-play runs' mean and its intervals."""
+def point(documented: str) -> int:
+    return int(documented.split()[0])
+
+
+def doublings(at800: list[float], cal800: float) -> None:
+    """800 -> 1600 on the networks rated at both (the documented points, as printed), with the two at T=1 without
+    reuse; then the mean of every run at 1600 as an estimate: the mean at 800 plus the doublings' mean, their
+    standard errors taken as independent (Student's t at the runs' degrees of freedom), the rungs' calibration at 800
+    added in quadrature."""
+    t3 = {seed: point(RUNS_1600[seed][0]) - point(RUNS[seed][0]) for seed in RUNS_1600 if seed in RUNS}
+    every = [b - a for a, b in DOUBLINGS_T1.values()] + list(t3.values())
+    for label, gains in ((f"{len(every)} doublings (the {len(DOUBLINGS_T1)} at T=1 without reuse included)", every),
+                         (f"the {len(t3)} at T=3 with reuse", list(t3.values()))):
+        n, mean, sd = len(gains), statistics.mean(gains), statistics.stdev(gains)
+        half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+        print(f"{label}: {min(gains):+d} to {max(gains):+d}, mean {mean:+.0f} [{mean - half:+.0f}, {mean + half:+.0f}]")
+    n, mean800, gain = len(at800), statistics.mean(at800), statistics.mean(every)
+    se = math.hypot(statistics.stdev(at800) / math.sqrt(n), statistics.stdev(every) / math.sqrt(len(every)))
+    half = student_t_quantile(0.975, n - 1) * se
+    both = math.hypot(half, cal800)
+    estimate = mean800 + gain
+    print(f"the {n} runs' mean at 1600, estimated ({mean800:.0f} at 800 {gain:+.0f}): ~{estimate:.0f}, roughly "
+          f"[{estimate - half:.0f}, {estimate + half:.0f}], [{estimate - both:.0f}, {estimate + both:.0f}] with the "
+          f"rungs' calibration (+-{cal800:.0f})")
+
+
+def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[list[float], float]:
+    """Each run fitted three ways, then the self-play runs' mean, its intervals and a 95% prediction for one more run
+    (mean +- t sd sqrt(1 + 1/n)); returns the self-play runs' refitted ratings and the calibration's 95% half-width."""
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
     elos, calibration_var = [], []
@@ -96,8 +128,11 @@ def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]])
     half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     cal_half = Z95 * math.sqrt(statistics.mean(calibration_var))
     both = math.hypot(half, cal_half)
+    one = student_t_quantile(0.975, n - 1) * sd * math.sqrt(1 + 1 / n)
     print(f"{n} runs: mean {mean:.0f}, sd {sd:.0f}; the mean's 95% interval [{mean - half:.0f}, {mean + half:.0f}] "
-          f"from the spread, [{mean - both:.0f}, {mean + both:.0f}] with the rungs' calibration (+-{cal_half:.0f})")
+          f"from the spread, [{mean - both:.0f}, {mean + both:.0f}] with the rungs' calibration (+-{cal_half:.0f}); "
+          f"one more run predicted in [{mean - one:.0f}, {mean + one:.0f}]")
+    return elos, cal_half
 
 
 if __name__ == "__main__":
