@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import chess
+import chess.engine
 import pytest
 
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
@@ -153,7 +154,8 @@ class _SlowEngine:
     """An engine stand-in: answers its first legal move after ``seconds`` on ``clock``, recording every limit."""
 
     def __init__(self, seconds: float, clock: _Clock) -> None:
-        self.seconds, self.clock, self.limits = seconds, clock, []
+        self.seconds, self.clock = seconds, clock
+        self.limits: list[chess.engine.Limit] = []
 
     def play(self, board, limit, game=None):
         self.limits.append(limit)
@@ -180,7 +182,8 @@ def test_outside_match_clock_gives_remaining_time_and_a_flag_loses(monkeypatch):
     assert len(opp.limits) == 2 and all(limit.depth == 1 and limit.white_clock is None for limit in opp.limits)
     assert len(list(game.mainline_moves())) == 4  # the move that overran is not played
     args.engine_tc, args.opponent_tc = None, "1+0.5"  # the other side on the clock: as Black it flags, the network wins
-    net.limits.clear(), opp.limits.clear()
+    net.limits.clear()
+    opp.limits.clear()
     index, letter, game = outside.play_game(1, args, net, opp)  # index 1: the network Black
     assert letter == "W" and game.headers["Result"] == "0-1" and game.headers["Termination"] == "time forfeit"
     assert all(limit.time == 1.0 and limit.white_clock is None for limit in net.limits)
