@@ -109,7 +109,12 @@ def rate_runs(run_dirs: list[Path], tag: str = "", generation: int | None = None
             raise AzhpcError(f"{run}: no evaluation ledger ({RunPaths(run).ledger}): name a run folder whose networks "
                              f"were rated, or rate them first with azhpc evaluate {run} --generation G --scale")
     pattern = player_pattern(tag)
-    rated = [_run_rating(run, pattern, tag, generation, table) for run in run_dirs]
+    return summarise([_run_rating(run, pattern, tag, generation, table) for run in run_dirs])
+
+
+def summarise(rated: list[RunRating]) -> SeedSummary:
+    """The runs' mean, its interval from their spread (Student's t), the rungs' shared calibration, a 95% prediction
+    for one more run and the spread between networks once each rating's own games' error is taken out."""
     elos = np.array([r.elo for r in rated])
     n, mean, sd = len(rated), float(elos.mean()), float(elos.std(ddof=1))
     t = student_t_quantile(0.975, n - 1)

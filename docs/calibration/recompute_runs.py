@@ -22,7 +22,7 @@ from pathlib import Path
 
 from alphazero_hpc.evaluate.elo import Z95, MatchScore
 from alphazero_hpc.evaluate.scale import ScaleRung, exact, load_scale, scale_fit
-from alphazero_hpc.evaluate.seeds import student_t_quantile
+from alphazero_hpc.evaluate.seeds import RunRating, student_t_quantile, summarise
 
 R = {"-1": "fairy-stockfish:skill=-1,depth=1", "-2": "fairy-stockfish:skill=-2,depth=1",
      "-3": "fairy-stockfish:skill=-3,depth=1", "-4": "fairy-stockfish:skill=-4,depth=1",
@@ -108,10 +108,10 @@ def doublings(at800: list[float], cal800: float) -> None:
 
 def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[list[float], float]:
     """Each run fitted three ways, then the self-play runs' mean, its intervals and a 95% prediction for one more run
-    (mean +- t sd sqrt(1 + 1/n)); returns the self-play runs' refitted ratings and the calibration's 95% half-width."""
+    (mean +- t sd sqrt(1 + 1/n)), as ``azhpc seeds`` computes them (``summarise``); returns the self-play runs' refitted ratings and the calibration's 95% half-width."""
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
-    elos, calibration_var = [], []
+    rated = []
     for seed, (documented, text) in runs:
         m = games(text)
         full, diag, alone = (scale_fit(m, x)["net"] for x in (rungs, diagonal, exact(rungs)))
@@ -119,20 +119,17 @@ def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]])
         cal = math.sqrt(max(sd["full"] ** 2 - sd["alone"] ** 2, 0.0))
         cal_diag = math.sqrt(max(sd["diag"] ** 2 - sd["alone"] ** 2, 0.0))
         if seed != "sup":  # the mean is the self-play recipe's
-            elos.append(full.elo)
-            calibration_var.append(cal ** 2)
+            rated.append(RunRating(Path(f"seed-{seed}"), "net", full.elo, full.low, full.high, Z95 * sd["alone"],
+                                   sum(score.games for _, _, score in m)))
         print(f"{seed:>4}  {documented:>18}  {full.elo:>5.0f} [{full.low:.0f}, {full.high:.0f}]  "
               f"{diag.elo:>5.0f} [{diag.low:.0f}, {diag.high:.0f}]  +-{Z95 * sd['alone']:>4.0f}      "
               f"+-{Z95 * cal:.0f} / +-{Z95 * cal_diag:.0f}")
-    n, mean, sd = len(elos), statistics.mean(elos), statistics.stdev(elos)
-    half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
-    cal_half = Z95 * math.sqrt(statistics.mean(calibration_var))
-    both = math.hypot(half, cal_half)
-    one = student_t_quantile(0.975, n - 1) * sd * math.sqrt(1 + 1 / n)
-    print(f"{n} runs: mean {mean:.0f}, sd {sd:.0f}; the mean's 95% interval [{mean - half:.0f}, {mean + half:.0f}] "
-          f"from the spread, [{mean - both:.0f}, {mean + both:.0f}] with the rungs' calibration (+-{cal_half:.0f}); "
-          f"one more run predicted in [{mean - one:.0f}, {mean + one:.0f}]")
-    return elos, cal_half
+    r = summarise(rated)
+    low, high = r.mean_interval_calibrated
+    print(f"{len(rated)} runs: mean {r.mean:.0f}, sd {r.sd:.0f}; the mean's 95% interval [{r.mean_low:.0f}, "
+          f"{r.mean_high:.0f}] from the spread, [{low:.0f}, {high:.0f}] with the rungs' calibration "
+          f"(+-{r.calibration_half:.0f}); one more run predicted in [{r.next_low:.0f}, {r.next_high:.0f}]")
+    return [x.elo for x in rated], r.calibration_half
 
 
 if __name__ == "__main__":
