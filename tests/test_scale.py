@@ -20,7 +20,7 @@ from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.net.precision import cpu_model
 from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb, exact,
-                                          fit_scale, load_scale, read_table, render_table, scale_fit, write_fit)
+                                          fit_scale, load_scale, read_table, render_table, rung_timed, scale_fit, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
 from .conftest import rated, run_cli, slurm_cli
@@ -371,11 +371,38 @@ def test_calibration_plan_pairs_each_rung_with_its_neighbours_cheapest_first():
     assert pairs == {(RUNGS[k + g], RUNGS[k]) for g in (1, 2) for k in range(n - g)}
     clock = [i for i, p in enumerate(plans) if ANCHOR in (p.player, p.opponent)]
     assert clock and min(clock) > max(i for i, p in enumerate(plans) if ANCHOR not in (p.player, p.opponent)
-                                      and "movetime" not in p.player + p.opponent)
+                                      and not (rung_timed(p.player) or rung_timed(p.opponent)))
     adjacent = [p for p in plans if (p.player, p.opponent) == (RUNGS[1], RUNGS[0])]
     assert sum(p.games for p in adjacent) == 40 and [p.openings for p in adjacent] == ["book:0", "book:10"]
     anchor_pair = [p for p in plans if (p.player, p.opponent) == (ANCHOR, RUNGS[-2])]
     assert sum(p.games for p in anchor_pair) == 20 and all(p.games == 10 for p in anchor_pair)
+
+
+def test_calibration_tasks_split_the_blocks_still_missing_and_never_take_one_twice(tmp_path):
+    """A resumed calibration splits what is left, not the whole plan: with every other block in the ledger, each of
+    two tasks gets one of the two missing (strided over the whole plan, one task had both and the other none, as
+    happened on 2026-12-04). A task whose share is done takes a block no other task has claimed; a claimed one is
+    left to its owner, which takes it again when requeued; a new launch clears the claims."""
+    from alphazero_hpc.evaluate import scale
+
+    spec = CalibrationSpec(games=40, block=20, rungs=("random", "fairy-stockfish:skill=-12,depth=1", "greedy"))
+    plans = calibration_plans(spec)
+    assert len(plans) == 5
+    paths = RunPaths(tmp_path / "cal")
+    paths.eval_dir.mkdir(parents=True)
+    paths.ledger.write_text("".join(json.dumps({"schema": 1, "key": p.key}) + "\n" for p in plans[::2]))
+    missing = [p.key for p in plans[1::2]]
+    first, second = scale.task_blocks(paths, spec, 0, 2), scale.task_blocks(paths, spec, 1, 2)
+    assert next(first).key == missing[0] and next(second).key == missing[1]  # one each, at once
+    assert list(second) == [] and list(first) == []  # each the other's claimed block left alone
+    (requeued,) = scale.task_blocks(paths, spec, 0, 2)  # task 0 again (requeued, its block not played): its own
+    assert requeued.key == missing[0]
+    scale._prepare(paths.root, spec)  # a new launch with one task: every missing block is its
+    assert [p.key for p in scale.task_blocks(paths, spec, 0, 1)] == missing
+    lone = scale.task_blocks(paths, spec, 0, 1)
+    assert next(lone).key == missing[0]
+    paths.ledger.write_text(paths.ledger.read_text() + json.dumps({"schema": 1, "key": missing[1]}) + "\n")
+    assert list(lone) == []  # a block that reached the ledger meanwhile (another launch's) is not played again
 
 
 def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):

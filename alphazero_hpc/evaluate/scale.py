@@ -18,14 +18,16 @@ rating is printed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..config import Config
 from ..errors import AzhpcError, report
@@ -33,7 +35,7 @@ from ..store import atomic
 from ..store.paths import RunPaths
 from .elo import Z95, MatchScore, fit_ratings, pair_residuals, rating_covariance
 from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
-from .ledger import LedgerEntry, PlaySetup, read_ledger
+from .ledger import LedgerEntry, PlaySetup, find_entry, read_ledger
 from .match import book_openings
 from .runner import MatchPlan, RecordingPool, play_recorded
 
@@ -116,20 +118,49 @@ def calibration_plans(spec: CalibrationSpec) -> list[MatchPlan]:
 
 def calibrate_task(out: Path, spec: CalibrationSpec, task: int, tasks: int, engines: dict[str, str | None] | None = None,
                    echo: Callable[[str], None] = print) -> int:
-    """Play task ``task``'s share (every ``tasks``-th block) of the calibration not yet in OUT's ledger; returns
-    the blocks played. Killed, it loses only the block it was playing."""
+    """Play task ``task``'s share of the calibration's blocks not yet in OUT's ledger (``task_blocks``); returns the
+    blocks played. Killed, it loses only the block it was playing."""
     paths = RunPaths(out)
     cfg = Config()
-    done = {e["key"] for e in read_ledger(paths)}
     played = 0
-    for plan in calibration_plans(spec)[task::tasks]:
-        if plan.key in done:
-            continue
+    for plan in task_blocks(paths, spec, task, tasks):
         entry, now = play_recorded(paths, cfg, plan, "cpu", engines)
         played += now
         echo(f"[task {task}] {plan.player} vs {plan.opponent} block {plan.seed}: +{entry['wins']} ={entry['draws']} "
              f"-{entry['losses']} ({entry['seconds']} s)")
     return played
+
+
+def task_blocks(paths: RunPaths, spec: CalibrationSpec, task: int, tasks: int) -> Iterator[MatchPlan]:
+    """The blocks task ``task`` of ``tasks`` plays: every ``tasks``-th of those missing from the ledger when it
+    starts (so a resumed calibration splits what is left evenly, not what the whole plan had), then, its share done,
+    any block still missing, from the end of the plan, that no other task took. A block is taken by creating its
+    claim file (``OUT/eval/claims``, cleared when a calibration is launched) unless another task's is there, so two
+    tasks do not play one block; should they anyway (tasks that started at different times, a launch beside a
+    running one), the ledger keeps it once."""
+    claims = paths.eval_dir / "claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    done = {e["key"] for e in read_ledger(paths)}
+    missing = [p for p in calibration_plans(spec) if p.key not in done]
+    own = missing[task::tasks]
+    for plan in own + [p for p in reversed(missing) if p not in own]:
+        if _claim(claims, plan.key, task) and find_entry(paths, plan.key) is None:
+            yield plan
+
+
+def _claim(claims: Path, key: str, task: int) -> bool:
+    """Take the block ``key`` for ``task``: True if its claim file is new or already this task's (a task requeued
+    after a preemption takes its own block again)."""
+    path = claims / hashlib.sha1(key.encode()).hexdigest()
+    try:
+        with open(path, "x") as f:
+            f.write(f"{task}\n")
+        return True
+    except FileExistsError:
+        try:
+            return path.read_text().strip() == str(task)
+        except OSError:
+            return False
 
 
 def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, str | None] | None = None,
@@ -166,6 +197,7 @@ def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, s
 def _prepare(out: Path, spec: CalibrationSpec) -> RunPaths:
     paths = RunPaths(out)
     paths.logs.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(paths.eval_dir / "claims", ignore_errors=True)  # a new launch: the blocks still missing are free
     atomic.write_json(out / "calibration.json", {"schema": SCHEMA, **spec.__dict__, "rungs": list(spec.rungs)},
                       doing="writing the calibration plan")
     return paths
