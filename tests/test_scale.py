@@ -125,7 +125,7 @@ def test_correlated_pins_move_a_player_rated_between_them_together():
 
 def test_the_shipped_scale_carries_its_rungs_covariances():
     """The table's pairs give back every rung's shipped interval (the same fit), and the rungs near 1000 correlate
-    at 0.9 and more; taken as exact, the rungs carry none."""
+    at 0.8 and more (0.88 since the anchor is tied to two rungs, 0.9 and more when it was one chain); taken as exact, the rungs carry none."""
     table = read_table()
     cov = rating_covariance([(m["first"], m["second"], MatchScore(m["wins"], m["draws"], m["losses"]))
                              for m in table["pairs"]], table["anchor"], table["anchor_elo"])
@@ -136,7 +136,7 @@ def test_the_shipped_scale_carries_its_rungs_covariances():
     by_name = {r.name: r for r in rungs}
     two, three = by_name["fairy-stockfish:skill=-2,depth=1"], by_name["fairy-stockfish:skill=-3,depth=1"]
     c = dict(two.cov)[three.name]
-    assert c == pytest.approx(dict(three.cov)[two.name]) and 0.9 < c / (two.sd * three.sd) < 1.0
+    assert c == pytest.approx(dict(three.cov)[two.name]) and 0.8 < c / (two.sd * three.sd) < 1.0
     assert not by_name[ANCHOR].cov and all(not r.cov for r in exact(rungs))
 
 
@@ -463,7 +463,7 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
         w = int(rng.binomial(200, expected_score(truth[hi] - truth[lo])))
         entry: dict[str, object] = {"key": f"k{k}", "player": hi, "opponent": lo, "wins": w, "draws": 0, "losses": 200 - w,
                  "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7]}
-        if k < 9:  # the last block as from before the CPU was recorded
+        if k < len(RUNGS) - 2:  # the last block as from before the CPU was recorded
             entry.update({"cpu": "Test CPU A", "host": "a"} if k < 6 else {"cpu": "Test CPU B", "host": "b"})
         append_entry(paths, cast(LedgerEntry, entry))
     table = fit_scale(paths.root)
@@ -475,11 +475,12 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     assert rungs[0].sd > rungs[-2].sd  # far from the anchor: less certain
     text = render_table(where)
     assert "(anchor)" in text and "a clock (CPU speed)" in text and "1320 +- 33" in text
-    assert "fit: chi-square 0.0 on 0 degrees of freedom over 10 pairs" in text, text  # a chain: every pair fitted exactly
+    assert f"fit: chi-square 0.0 on 0 degrees of freedom over {len(RUNGS) - 1} pairs" in text, text  # a chain: exact
     assert table["provenance"]["load_average_range"] == [0.5, 0.7]
     # the CPUs that played the blocks, not the one that fits them; blocks from before the field as such
-    assert table["provenance"]["cpu"] == "Test CPU A (6 blocks); Test CPU B (3 blocks); cpu not recorded (1 block)"
-    assert table["provenance"]["host"] == "a (6 blocks); b (3 blocks); host not recorded (1 block)"
+    b = len(RUNGS) - 8  # the blocks between the first 6 and the last
+    assert table["provenance"]["cpu"] == f"Test CPU A (6 blocks); Test CPU B ({b} blocks); cpu not recorded (1 block)"
+    assert table["provenance"]["host"] == f"a (6 blocks); b ({b} blocks); host not recorded (1 block)"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": 99}))
     with pytest.raises(AzhpcError, match="schema"):

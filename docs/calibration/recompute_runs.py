@@ -7,12 +7,15 @@ from 800 to 1600 and the estimate of every run's mean at 1600 that they give.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
-TABLE: a scale table (default: the shipped one). The printed intervals of seeds 1-13 were computed with the table of
-2026-11-24, before the re-freeze with the top link's replay (seed 15's with the shipped one, with covariances); to
-check the transcription against them:
+TABLE: a scale table (default: the shipped one). The "documented" column is each rating as first printed: seeds 1-13
+at PUCT 800 and seeds 5-10 at 1600 on the table of 2026-11-24, before the re-freeze with the top link's replay; seed
+13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances). The shipped table is the one re-frozen on 2026-12-04 with the anchor tied directly to the rungs
+below it (docs/evaluation.md, "The top link re-frozen"). To check the transcription against the printed figures:
 
     git show c5673a2:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-11-24.json
     python docs/calibration/recompute_runs.py /tmp/scale-2026-11-24.json
+    git show 6aa9353:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-12-02.json
+    python docs/calibration/recompute_runs.py /tmp/scale-2026-12-02.json
 """
 
 import math
