@@ -50,8 +50,8 @@ RUNGS: tuple[str, ...] = (
     "fairy-stockfish:skill=-1,depth=1",
     "stockfish:skill=0,depth=1",
     # Stockfish skill 0 at 100 ms a move was a rung until 2026-12-04 and is no longer: its games closed a loop with
-    # the anchor and depth 1 that the direct games contradict (the anchor ~+115 over depth 1 in the package's games
-    # and ~+175 outside, ~0 through 100 ms; docs/evaluation.md, "The top link re-frozen"). The networks play the
+    # the anchor and depth 1 that the direct games contradict (the anchor ~+100 over depth 1 in the package's 160
+    # games and ~+175 outside, ~0 through 100 ms; docs/evaluation.md, "The top link re-frozen"). The networks play the
     # rungs at and below depth 1, so the anchor is tied to them directly (depth 1 and Fairy-Stockfish -1), and the
     # scale has one rung that rests on the CPU's speed instead of two. Its games stay in the calibration's ledger.
     "stockfish:elo=1350,tc=60+0.6",

@@ -9,8 +9,9 @@ from 800 to 1600 and the estimate of every run's mean at 1600 that they give.
 
 TABLE: a scale table (default: the shipped one). The "documented" column is each rating as first printed: seeds 1-13
 at PUCT 800 and seeds 5-10 at 1600 on the table of 2026-11-24, before the re-freeze with the top link's replay; seed
-13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances). The shipped table is the one re-frozen on 2026-12-04 with the anchor tied directly to the rungs
-below it (docs/evaluation.md, "The top link re-frozen"). To check the transcription against the printed figures:
+13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances). The shipped table is the one re-frozen on
+2026-12-04 with the anchor tied directly to the rungs below it (docs/evaluation.md, "The top link re-frozen"). To
+check the transcription against the printed figures:
 
     git show c5673a2:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-11-24.json
     python docs/calibration/recompute_runs.py /tmp/scale-2026-11-24.json
