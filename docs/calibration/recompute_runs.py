@@ -2,14 +2,14 @@
 each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
-seeds`` computes it; then the same for the eight networks rated at PUCT 1600, T=3, tree reuse; then the doublings
+seeds`` computes it; then the same for the nine networks rated at PUCT 1600, T=3, tree reuse; then the doublings
 from 800 to 1600 and the estimate of every run's mean at 1600 that they give.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
 TABLE: a scale table (default: the shipped one). The "documented" column is each rating as first printed: seeds 1-13
 at PUCT 800 and seeds 5-10 at 1600 on the table of 2026-11-24, before the re-freeze with the top link's replay; seed
-13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances). The shipped table is the one re-frozen on
+13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances), seed 16 at 1600 on the shipped one. The shipped table is the one re-frozen on
 2026-12-04 with the anchor tied directly to the rungs below it (docs/evaluation.md, "The top link re-frozen"). To
 check the transcription against the printed figures:
 
@@ -50,7 +50,7 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     16: ("992 [896, 1088]", "greedy 10-0-0, -2 11-4-15, -1 3-1-6, sf 0-1-9, -3 12-0-8"),
 }
 # the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation.md, the table after the float32 run): seeds
-# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances)
+# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances), seed 16 as printed on the table of 2026-12-04
 RUNS_1600 = {
     5: ("1103 [1020, 1187]", "sf 3-1-6, -1 17-2-31, -2 19-1-10, greedy 10-0-0"),
     6: ("1017 [929, 1104]", "-2 15-1-24, -3 21-0-9, -4 10-0-0, -8 10-0-0, greedy 10-0-0"),
@@ -60,6 +60,7 @@ RUNS_1600 = {
     10: ("1063 [979, 1148]", "sf 1-0-9, -1 11-3-16, -2 25-1-24, greedy 10-0-0"),
     13: ("1078 [986, 1169]", "greedy 10-0-0, -2 27-1-22, -1 8-1-21, sf 4-1-5"),
     15: ("1176 [1087, 1265]", "greedy 10-0-0, -2 7-0-3, -1 21-1-28, sf 13-4-13"),
+    16: ("1066 [979, 1152]", "greedy 10-0-0, -2 23-1-6, -1 16-1-33, sf 1-0-9"),
 }
 # the two doublings measured at T=1 without tree reuse (docs/evaluation.md's table: PUCT 800 -> PUCT 1600), as printed
 DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
@@ -80,28 +81,27 @@ def main() -> None:
     print("PUCT 800, T=3, tree reuse (the documented setting)")
     at800, cal800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
     print("\nPUCT 1600, T=3, tree reuse")
-    table(rungs, list(RUNS_1600.items()))
-    doublings(at800, cal800)
+    at1600, _ = table(rungs, list(RUNS_1600.items()))
+    doublings(at800, at1600, cal800)
 
 
-def point(documented: str) -> int:
-    return int(documented.split()[0])
-
-
-def doublings(at800: list[float], cal800: float) -> None:
-    """800 -> 1600 on the networks rated at both (the documented points, as printed), with the two at T=1 without
-    reuse; then the mean of every run at 1600 as an estimate: the mean at 800 plus the doublings' mean, their
-    standard errors taken as independent (Student's t at the runs' degrees of freedom), the rungs' calibration at 800
-    added in quadrature."""
-    t3 = {seed: point(RUNS_1600[seed][0]) - point(RUNS[seed][0]) for seed in RUNS_1600 if seed in RUNS}
+def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal800: float) -> None:
+    """800 -> 1600 on the networks rated at both, each side refitted on the same table (the documented points can
+    come from different tables: seed 16's 800 was printed on that of 2026-12-02, its 1600 on that of 2026-12-04),
+    with the two at T=1 without reuse (as printed, both on one table); then the mean of every run at 1600 as an
+    estimate: the mean at 800 plus the doublings' mean, their standard errors taken as independent (Student's t at
+    the runs' degrees of freedom), the rungs' calibration at 800 added in quadrature."""
+    t3 = {seed: round(at1600[seed] - at800[seed]) for seed in at1600 if seed in at800}
+    print("doublings at T=3 with reuse, refitted: " + ", ".join(f"seed {k} {v:+d}" for k, v in t3.items()))
     every = [b - a for a, b in DOUBLINGS_T1.values()] + list(t3.values())
     for label, gains in ((f"{len(every)} doublings (the {len(DOUBLINGS_T1)} at T=1 without reuse included)", every),
                          (f"the {len(t3)} at T=3 with reuse", list(t3.values()))):
         n, mean, sd = len(gains), statistics.mean(gains), statistics.stdev(gains)
         half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         print(f"{label}: {min(gains):+d} to {max(gains):+d}, mean {mean:+.0f} [{mean - half:+.0f}, {mean + half:+.0f}]")
-    n, mean800, gain = len(at800), statistics.mean(at800), statistics.mean(every)
-    se = math.hypot(statistics.stdev(at800) / math.sqrt(n), statistics.stdev(every) / math.sqrt(len(every)))
+    runs800 = list(at800.values())
+    n, mean800, gain = len(runs800), statistics.mean(runs800), statistics.mean(every)
+    se = math.hypot(statistics.stdev(runs800) / math.sqrt(n), statistics.stdev(every) / math.sqrt(len(every)))
     half = student_t_quantile(0.975, n - 1) * se
     both = math.hypot(half, cal800)
     estimate = mean800 + gain
@@ -110,12 +110,12 @@ def doublings(at800: list[float], cal800: float) -> None:
           f"rungs' calibration (+-{cal800:.0f})")
 
 
-def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[list[float], float]:
+def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[dict[int | str, float], float]:
     """Each run fitted three ways, then the self-play runs' mean, its intervals and a 95% prediction for one more run
-    (mean +- t sd sqrt(1 + 1/n)), as ``azhpc seeds`` computes them (``summarise``); returns the self-play runs' refitted ratings and the calibration's 95% half-width."""
+    (mean +- t sd sqrt(1 + 1/n)), as ``azhpc seeds`` computes them (``summarise``); returns the self-play runs' refitted ratings by seed and the calibration's 95% half-width."""
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
-    rated = []
+    rated, by_seed = [], {}
     for seed, (documented, text) in runs:
         m = games(text)
         full, diag, alone = (scale_fit(m, x)["net"] for x in (rungs, diagonal, exact(rungs)))
@@ -125,6 +125,7 @@ def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]])
         if seed != "sup":  # the mean is the self-play recipe's
             rated.append(RunRating(Path(f"seed-{seed}"), "net", full.elo, full.low, full.high, Z95 * sd["alone"],
                                    sum(score.games for _, _, score in m)))
+            by_seed[seed] = full.elo
         print(f"{seed:>4}  {documented:>18}  {full.elo:>5.0f} [{full.low:.0f}, {full.high:.0f}]  "
               f"{diag.elo:>5.0f} [{diag.low:.0f}, {diag.high:.0f}]  +-{Z95 * sd['alone']:>4.0f}      "
               f"+-{Z95 * cal:.0f} / +-{Z95 * cal_diag:.0f}")
@@ -133,7 +134,7 @@ def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]])
     print(f"{len(rated)} runs: mean {r.mean:.0f}, sd {r.sd:.0f}; the mean's 95% interval [{r.mean_low:.0f}, "
           f"{r.mean_high:.0f}] from the spread, [{low:.0f}, {high:.0f}] with the rungs' calibration "
           f"(+-{r.calibration_half:.0f}); one more run predicted in [{r.next_low:.0f}, {r.next_high:.0f}]")
-    return [x.elo for x in rated], r.calibration_half
+    return by_seed, r.calibration_half
 
 
 if __name__ == "__main__":
