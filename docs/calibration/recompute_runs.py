@@ -78,9 +78,9 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 
 def main() -> None:
     rungs = load_scale(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
-    print("PUCT 800, T=3, tree reuse (the documented setting)")
+    print("PUCT 800, T=3, tree reuse (every run; the documented setting until 2026-12-04)")
     at800, cal800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
-    print("\nPUCT 1600, T=3, tree reuse")
+    print("\nPUCT 1600, T=3, tree reuse (the documented setting since 2026-12-04)")
     at1600, _ = table(rungs, list(RUNS_1600.items()))
     doublings(at800, at1600, cal800)
 
