@@ -1,0 +1,68 @@
+"""Does the opening set move the anchor's score against a rung? The package's calibration plays its 24-line book; the
+outside checks (docs/outside/outside_match.py) drew random 6-ply openings and scored the anchor higher against the
+same rungs. This plays the same pair with the package's own runner (``play_recorded``, the calibration's block size,
+clock and ply cap) from random openings instead, into OUT's ledger, so that the runner is held fixed and only the
+openings change; it then prints the score beside the book games' from the shipped table.
+
+    python docs/calibration/openings_check.py OUT --blocks 4 --task 0 --tasks 2 &
+    python docs/calibration/openings_check.py OUT --blocks 4 --task 1 --tasks 2; wait
+    python docs/calibration/openings_check.py OUT --blocks 4 --summary
+
+Block b is seed b (each 10-game block draws its own five openings, each played with both colours). Started again it
+plays only the blocks missing from OUT's ledger. The anchor is on a clock: run it on a quiet machine.
+"""
+
+import argparse
+from pathlib import Path
+
+from alphazero_hpc.config import Config
+from alphazero_hpc.evaluate.elo import MatchScore
+from alphazero_hpc.evaluate.runner import MatchPlan, PlaySetup, play_recorded
+from alphazero_hpc.evaluate.ledger import read_ledger
+from alphazero_hpc.evaluate.scale import MAX_PLIES, read_table, table_matches
+from alphazero_hpc.store.paths import RunPaths
+
+ANCHOR = "stockfish:elo=1350,tc=60+0.6"
+
+
+def plans(rung: str, blocks: int, games: int, openings: str) -> list[MatchPlan]:
+    return [MatchPlan(ANCHOR, rung, games, PlaySetup(0), openings, b, MAX_PLIES) for b in range(blocks)]
+
+
+def summary(out: Path, rung: str, openings: str) -> None:
+    mine = [e for e in read_ledger(RunPaths(out)) if e["player"] == ANCHOR and e["opponent"] == rung
+            and e["openings"] == openings]
+    score = MatchScore(sum(e["wins"] for e in mine), sum(e["draws"] for e in mine), sum(e["losses"] for e in mine))
+    book = [s if a == ANCHOR else MatchScore(s.losses, s.draws, s.wins)
+            for a, b, s in table_matches(read_table()) if {a, b} == {ANCHOR, rung}]
+    ref = MatchScore(sum(s.wins for s in book), sum(s.draws for s in book), sum(s.losses for s in book))
+    for label, s in ((f"{openings}, this ledger", score), ("book, the shipped table's games", ref)):
+        if s.games:
+            low, high = s.elo_interval()
+            print(f"anchor vs {rung}, {label}: +{s.wins} ={s.draws} -{s.losses} in {s.games}, score "
+                  f"{s.score:.3f}, {s.elo:+.0f} [{low:+.0f}, {high:+.0f}]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--rung", default="stockfish:skill=0,depth=1")
+    ap.add_argument("--openings", default="random:6")
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--games", type=int, default=10)
+    ap.add_argument("--task", type=int, default=0)
+    ap.add_argument("--tasks", type=int, default=1)
+    ap.add_argument("--summary", action="store_true")
+    args = ap.parse_args()
+    if not args.summary:
+        paths = RunPaths(args.out)
+        paths.eval_dir.mkdir(parents=True, exist_ok=True)
+        for plan in plans(args.rung, args.blocks, args.games, args.openings)[args.task::args.tasks]:
+            entry, now = play_recorded(paths, Config(), plan, "cpu")
+            print(f"[task {args.task}] block {plan.seed}: +{entry['wins']} ={entry['draws']} -{entry['losses']}"
+                  f" ({entry['seconds']} s{'' if now else ', already in the ledger'})", flush=True)
+    summary(args.out, args.rung, args.openings)
+
+
+if __name__ == "__main__":
+    main()
