@@ -9,7 +9,8 @@ openings change; it then prints the score beside the book games' from the shippe
     python docs/calibration/openings_check.py OUT --blocks 4 --summary
 
 Block b is seed b (each 10-game block draws its own five openings, each played with both colours). Started again it
-plays only the blocks missing from OUT's ledger. The anchor is on a clock: run it on a quiet machine.
+plays only the blocks missing from OUT's ledger. The 40 games of 2026-12-04 are kept in
+docs/calibration/openings-check-2026-12-04.jsonl: copy it to OUT/eval/ledger.jsonl to summarise them again. The anchor is on a clock: run it on a quiet machine.
 """
 
 import argparse
@@ -17,8 +18,8 @@ from pathlib import Path
 
 from alphazero_hpc.config import Config
 from alphazero_hpc.evaluate.elo import MatchScore
-from alphazero_hpc.evaluate.runner import MatchPlan, PlaySetup, play_recorded
-from alphazero_hpc.evaluate.ledger import read_ledger
+from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
+from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.scale import MAX_PLIES, read_table, table_matches
 from alphazero_hpc.store.paths import RunPaths
 
