@@ -10,17 +10,19 @@ openings change; it then prints the score beside the book games' from the shippe
 
 Block b is seed b (each 10-game block draws its own five openings, each played with both colours). Started again it
 plays only the blocks missing from OUT's ledger. The 40 games of 2026-12-04 are kept in
-docs/calibration/openings-check-2026-12-04.jsonl: copy it to OUT/eval/ledger.jsonl to summarise them again. The anchor is on a clock: run it on a quiet machine.
+docs/calibration/openings-check-2026-12-04.jsonl: copy it to OUT/eval/ledger.jsonl to summarise them again. The
+anchor is on a clock: run it on a quiet machine. The summary counts only games between the scale's rungs.
 """
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 
 from alphazero_hpc.config import Config
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
-from alphazero_hpc.evaluate.scale import MAX_PLIES, read_table, table_matches
+from alphazero_hpc.evaluate.scale import MAX_PLIES, read_table, rung_matches, table_matches
 from alphazero_hpc.store.paths import RunPaths
 
 ANCHOR = "stockfish:elo=1350,tc=60+0.6"
@@ -30,13 +32,15 @@ def plans(rung: str, blocks: int, games: int, openings: str) -> list[MatchPlan]:
     return [MatchPlan(ANCHOR, rung, games, PlaySetup(0), openings, b, MAX_PLIES) for b in range(blocks)]
 
 
+def against(matches: Iterable[tuple[str, str, MatchScore]], rung: str) -> MatchScore:
+    """The anchor's total score against ``rung`` over ``matches`` (either side first)."""
+    mine = [s if a == ANCHOR else MatchScore(s.losses, s.draws, s.wins) for a, b, s in matches if {a, b} == {ANCHOR, rung}]
+    return MatchScore(sum(s.wins for s in mine), sum(s.draws for s in mine), sum(s.losses for s in mine))
+
+
 def summary(out: Path, rung: str, openings: str) -> None:
-    mine = [e for e in read_ledger(RunPaths(out)) if e["player"] == ANCHOR and e["opponent"] == rung
-            and e["openings"] == openings]
-    score = MatchScore(sum(e["wins"] for e in mine), sum(e["draws"] for e in mine), sum(e["losses"] for e in mine))
-    book = [s if a == ANCHOR else MatchScore(s.losses, s.draws, s.wins)
-            for a, b, s in table_matches(read_table()) if {a, b} == {ANCHOR, rung}]
-    ref = MatchScore(sum(s.wins for s in book), sum(s.draws for s in book), sum(s.losses for s in book))
+    score = against(rung_matches(e for e in read_ledger(RunPaths(out)) if e["openings"] == openings), rung)
+    ref = against(table_matches(read_table()), rung)
     for label, s in ((f"{openings}, this ledger", score), ("book, the shipped table's games", ref)):
         if s.games:
             low, high = s.elo_interval()
