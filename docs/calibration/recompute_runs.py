@@ -26,7 +26,7 @@ from pathlib import Path
 
 from alphazero_hpc.evaluate.elo import Z95, MatchScore
 from alphazero_hpc.evaluate.scale import ScaleRung, exact, load_scale, scale_fit
-from alphazero_hpc.evaluate.seeds import RunRating, student_t_quantile, summarise
+from alphazero_hpc.evaluate.seeds import RunRating, SeedSummary, student_t_quantile, summarise
 
 R = {"-1": "fairy-stockfish:skill=-1,depth=1", "-2": "fairy-stockfish:skill=-2,depth=1",
      "-3": "fairy-stockfish:skill=-3,depth=1", "-4": "fairy-stockfish:skill=-4,depth=1",
@@ -79,10 +79,10 @@ def games(text: str) -> list[tuple[str, str, MatchScore]]:
 def main() -> None:
     rungs = load_scale(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     print("PUCT 800, T=3, tree reuse (every run; the documented setting until 2026-12-04)")
-    at800, cal800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
+    at800, summary800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
     print("\nPUCT 1600, T=3, tree reuse (the documented setting since 2026-12-04)")
     at1600, _ = table(rungs, list(RUNS_1600.items()))
-    doublings(at800, at1600, cal800)
+    doublings(at800, at1600, summary800.calibration_half)
 
 
 def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal800: float) -> None:
@@ -110,9 +110,9 @@ def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal
           f"rungs' calibration (+-{cal800:.0f})")
 
 
-def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[dict[int | str, float], float]:
+def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[dict[int | str, float], SeedSummary]:
     """Each run fitted three ways, then the self-play runs' mean, its intervals and a 95% prediction for one more run
-    (mean +- t sd sqrt(1 + 1/n)), as ``azhpc seeds`` computes them (``summarise``); returns the self-play runs' refitted ratings by seed and the calibration's 95% half-width."""
+    (mean +- t sd sqrt(1 + 1/n)), as ``azhpc seeds`` computes them (``summarise``); returns the self-play runs' refitted ratings by seed and their summary."""
     diagonal = [ScaleRung(r.name, r.elo, r.sd, r.timed) for r in rungs]
     print(f"{'run':>4}  {'documented':>18}  {'covariances':>18}  {'diagonal':>18}  games only  calibration (cov / diag)")
     rated, by_seed = [], {}
@@ -134,7 +134,7 @@ def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]])
     print(f"{len(rated)} runs: mean {r.mean:.0f}, sd {r.sd:.0f}; the mean's 95% interval [{r.mean_low:.0f}, "
           f"{r.mean_high:.0f}] from the spread, [{low:.0f}, {high:.0f}] with the rungs' calibration "
           f"(+-{r.calibration_half:.0f}); one more run predicted in [{r.next_low:.0f}, {r.next_high:.0f}]")
-    return by_seed, r.calibration_half
+    return by_seed, r
 
 
 if __name__ == "__main__":

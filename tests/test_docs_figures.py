@@ -1,0 +1,101 @@
+"""The recipe's headline figures in the docs are the ones docs/calibration's scripts compute from the shipped table,
+and the games those scripts carry are the games in the kept ledgers: a re-frozen table, a network rated again or an
+edit to one side alone fails here instead of leaving the README quoting a figure nothing computes."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from alphazero_hpc.evaluate.elo import MatchScore
+from alphazero_hpc.evaluate.scale import load_scale
+
+ROOT = Path(__file__).resolve().parent.parent
+CALIBRATION = ROOT / "docs" / "calibration"
+NETWORKS = ROOT / "docs" / "networks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"calibration_{name}", CALIBRATION / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recompute():
+    return load("recompute_runs")
+
+
+def test_the_headline_line_is_the_nine_runs_at_1600_on_the_shipped_table(recompute):
+    """docs/evaluation.md's one line for the best arm, the README's bold mean and learn.yaml's header: the mean of
+    RUNS_1600 refitted on the shipped table and its interval with the rungs' calibration, as ``azhpc seeds`` gives."""
+    _, s = recompute.table(load_scale(), list(recompute.RUNS_1600.items()))
+    low, high = s.mean_interval_calibrated
+    mean, interval = f"{s.mean:.0f}", f"[{low:.0f}, {high:.0f}]"
+    evaluation = (ROOT / "docs" / "evaluation.md").read_text()
+    assert f"**{mean} on the Stockfish 15.1 UCI_Elo scale {interval} after 2.0" in evaluation
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    assert f"average **{mean}**" in readme and f"**{interval} with the rungs' calibration**" in readme
+    assert f"mean {mean} ([{s.mean_low:.0f}, {s.mean_high:.0f}] from the spread, {interval} with the calibration)" in \
+        (ROOT / "configs" / "learn.yaml").read_text()
+    assert len(s.runs) == len(recompute.RUNS_1600)
+
+
+def ledger_games(network: str, simulations: int) -> dict[str, MatchScore]:
+    """A kept network's games at PUCT ``simulations`` (T=3, tree reuse: the recipe's play settings) by opponent."""
+    total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for line in (NETWORKS / network / "eval" / "ledger.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if (e["simulations"], e.get("search"), e.get("policy_temperature"), e.get("tree_reuse")) == \
+                (simulations, "puct", 3.0, True):
+            t = total[e["opponent"]]
+            t[0], t[1], t[2] = t[0] + e["wins"], t[1] + e["draws"], t[2] + e["losses"]
+    return {opponent: MatchScore(*wdl) for opponent, wdl in total.items()}
+
+
+@pytest.mark.parametrize("seed", [13, 15, 16])
+@pytest.mark.parametrize("simulations", [800, 1600])
+def test_the_transcribed_games_of_a_kept_network_are_its_ledgers(recompute, seed, simulations):
+    """Every network kept in docs/networks: the rung games recompute_runs.py fits (its RUNS, RUNS_1600) are the
+    games in the network's own ledger at that setting, game for game."""
+    runs = recompute.RUNS if simulations == 800 else recompute.RUNS_1600
+    written = {rung: score for _, rung, score in recompute.games(runs[seed][1])}
+    assert written == ledger_games(f"learn-seed{seed}", simulations)
+
+
+def test_games_reads_every_rung_once_with_its_score(recompute):
+    assert recompute.games("greedy 10-0-0, -2 23-1-6, sf 1-0-9") == [
+        ("net", "greedy", MatchScore(10, 0, 0)), ("net", "fairy-stockfish:skill=-2,depth=1", MatchScore(23, 1, 6)),
+        ("net", "stockfish:skill=0,depth=1", MatchScore(1, 0, 9))]
+    with pytest.raises(KeyError):
+        recompute.games("-5 1-0-0")
+
+
+def test_openings_check_counts_the_anchor_from_either_side():
+    check = load("openings_check")
+    rung, other = "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1"
+    matches = [(check.ANCHOR, rung, MatchScore(3, 1, 2)), (rung, check.ANCHOR, MatchScore(4, 0, 6)),
+               (check.ANCHOR, other, MatchScore(9, 9, 9)), (rung, other, MatchScore(9, 9, 9))]
+    assert check.against(matches, rung) == MatchScore(9, 1, 6)
+    assert check.against(matches, "greedy") == MatchScore(0, 0, 0)
+
+
+def test_the_kept_openings_games_are_the_documented_score(tmp_path, capsys):
+    """docs/calibration/openings-check-2026-12-04.jsonl summarised as its docstring says: the 24-1-15 quoted in
+    docs/evaluation.md ("The openings tested")."""
+    check = load("openings_check")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "ledger.jsonl").write_bytes((CALIBRATION / "openings-check-2026-12-04.jsonl").read_bytes())
+    check.summary(tmp_path, "stockfish:skill=0,depth=1", "random:6")
+    line = next(x for x in capsys.readouterr().out.splitlines() if "this ledger" in x)
+    wdl = re.search(r"\+(\d+) =(\d+) -(\d+)", line)
+    assert wdl is not None
+    w, d, l = wdl.groups()
+    assert f"{w}-{d}-{l}" in (ROOT / "docs" / "evaluation.md").read_text()
+    assert int(w) + int(d) + int(l) == 40
