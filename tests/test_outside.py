@@ -3,11 +3,13 @@ against the package's own (two independent implementations must agree), and agai
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
 import chess
 import chess.engine
+import chess.pgn
 import pytest
 
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
@@ -227,3 +229,47 @@ def test_rung_pairs_names_an_outside_match_as_the_package_names_its_rungs():
     assert rp.rung("/usr/games/fairy-stockfish", ["Skill Level=-2"], 1) == canonical_engine_name("fairy-stockfish:depth=1,skill=-2")
     with pytest.raises(SystemExit):
         rp.rung("stockfish", ["UCI_Elo=1350"], 0, "60+0.6")  # UCI_Elo without UCI_LimitStrength: full strength
+
+
+def test_outside_match_resumes_from_its_pgn_and_refuses_another_matchs(tmp_path, engines):
+    """Every finished game is in --pgn at once; the same command again plays only the games missing from it (a larger
+    --games extends the match), and a PGN of a match with other settings is one line and exit 2, the file untouched."""
+    import subprocess
+    import sys
+
+    pgn, js = tmp_path / "m.pgn", tmp_path / "m.json"
+
+    def match(games: int, seed: int = 5) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(OUTSIDE / "outside_match.py"), "--engine", engines["stockfish"], "--engine-depth", "1",
+             "--engine-option", "Skill Level=0", "--opponent", engines["fairy-stockfish"], "--opponent-option",
+             "Skill Level=-4", "--max-plies", "12", "--random-plies", "2", "--seed", str(seed), "--games", str(games),
+             "--jobs", "2", "--pgn", str(pgn), "--json", str(js)], capture_output=True, text=True, timeout=300)
+
+    first = match(3)
+    assert first.returncode == 0, first.stdout + first.stderr
+    games = pgn.read_text()
+    rounds = [g.headers["Round"] for g in read_games(pgn)]
+    assert sorted(rounds, key=int) == ["1", "2", "3"] and json.loads(js.read_text())["resumed"] == 0
+    second = match(5)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "3 games of this match already played; playing the 2 missing" in second.stdout
+    assert sorted(line.split(":")[0] for line in second.stdout.splitlines() if line.startswith("game ")) == [
+        "game 4", "game 5"]  # only the two missing played
+    assert pgn.read_text().startswith(games.rstrip("\n"))  # the first three games kept as they were
+    summary = json.loads(js.read_text())
+    assert [g.headers["Round"] for g in read_games(pgn)] == ["1", "2", "3", "4", "5"]
+    assert (summary["games"], summary["resumed"]) == (5, 3)
+    assert summary["wins"] + summary["draws"] + summary["losses"] == 5
+    before = pgn.read_bytes()
+    other = match(6, seed=6)
+    assert other.returncode == 2 and "from a match with other settings" in other.stderr, other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1 and pgn.read_bytes() == before
+
+
+def read_games(path: Path) -> list[chess.pgn.Game]:
+    out = []
+    with open(path) as f:
+        while (game := chess.pgn.read_game(f)) is not None:
+            out.append(game)
+    return out

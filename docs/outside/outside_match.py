@@ -13,7 +13,11 @@ match runner").
         --engine-nodes 800 --opponent fairy-stockfish --opponent-option "Skill Level=-2" --opponent-depth 1 \\
         --opponent-rating 1054 --games 40 --jobs 2 --pgn scratch/outside.pgn --json scratch/outside.json
 
-Each job is a process with its own two engines; every game's result is printed as it ends. Two rungs of the scale
+Each job is a process with its own two engines; every game's result is printed as it ends, and with ``--pgn`` the
+game is in that file at once (rewritten whole, through a temporary file and a rename, so a kill never leaves half a
+game). Started again with the same ``--pgn`` and settings, the match plays only the games missing from it: a match
+stopped or killed loses only the games in flight, and a larger ``--games`` extends a finished one. A PGN of another
+match (any setting but ``--games``, ``--jobs``, ``--json`` and ``--opponent-rating`` differs) is refused, not mixed in. Two rungs of the scale
 play each other the same way (the rungs' differences checked outside the package's calibration): the first engine
 at ``--engine-depth 1`` with its options, e.g. ``--engine stockfish --engine-option "Skill Level=0" --engine-option
 Threads=1 --engine-option Hash=16 --engine-depth 1``; a rung on a clock with ``--engine-tc 60+0.6`` (the anchor:
@@ -22,6 +26,7 @@ Threads=1 --engine-option Hash=16 --engine-depth 1``; a rung on a clock with ``-
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import multiprocessing
@@ -156,13 +161,61 @@ def play_game(index: int, args: argparse.Namespace, net: chess.engine.SimpleEngi
     if any(tcs.values()):
         game.headers["TimeControl"] = "/".join(f"{side}={tc[0]:g}+{tc[1]:g}" for side, tc in
                                                (("network", tcs[True]), ("opponent", tcs[False])) if tc)
-    net_score = {"1-0": 1.0, "0-1": 0.0}.get(text, 0.5)
-    if not net_white:
-        net_score = 1.0 - net_score
-    return index, {1.0: "W", 0.5: "D", 0.0: "L"}[net_score], game
+    return index, letter(game), game
 
 
-def worker(job: int, args: argparse.Namespace, queue: "multiprocessing.Queue[tuple[int, str, str] | str]") -> None:
+# the settings that make a game part of one match (every one but --games, --jobs, the output files and the rating)
+MATCH_SETTINGS = ("engine", "engine_option", "engine_depth", "engine_nodes", "engine_movetime", "engine_tc", "opponent",
+                  "opponent_option", "opponent_depth", "opponent_nodes", "opponent_tc", "random_plies", "book",
+                  "max_plies", "seed")
+
+
+def match_id(args: argparse.Namespace) -> str:
+    """A short digest of the match's settings, written into every game's PGN headers (``Match``)."""
+    text = json.dumps({k: getattr(args, k) for k in MATCH_SETTINGS}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def letter(game: chess.pgn.Game) -> str:
+    """The network's result in ``game`` as W, D or L."""
+    points = {"1-0": 1.0, "0-1": 0.0}.get(game.headers["Result"], 0.5)
+    if game.headers["White"] != "network":
+        points = 1.0 - points
+    return {1.0: "W", 0.5: "D", 0.0: "L"}[points]
+
+
+def played(path: str | None, match: str) -> dict[int, tuple[str, str]]:
+    """The games of this match already in the PGN at ``path``, by index: (the network's result, the game's PGN).
+    Raises ValueError naming the file when it holds a game of another match or one this script did not write."""
+    results: dict[int, tuple[str, str]] = {}
+    if not path or not os.path.exists(path):
+        return results
+    with open(path) as f:
+        while (game := chess.pgn.read_game(f)) is not None:
+            h = game.headers
+            if h.get("Event") != "outside_match.py" or h.get("Result") not in ("1-0", "0-1", "1/2-1/2"):
+                raise ValueError(f"{path}: game {len(results) + 1} was not written by this script (Event "
+                                 f"{h.get('Event')!r}, Result {h.get('Result')!r}); pass a new --pgn")
+            if h.get("Match") != match:
+                raise ValueError(f"{path}: game {h.get('Round')} is from a match with other settings (Match "
+                                 f"{h.get('Match')}, these settings {match}); rerun with that match's settings or "
+                                 f"pass a new --pgn")
+            results[int(h["Round"]) - 1] = (letter(game), str(game))
+    return results
+
+
+def write_pgn(path: str, results: dict[int, tuple[str, str]]) -> None:
+    """Every finished game, in order, replacing ``path`` whole (a temporary file renamed over it)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write("\n\n".join(results[i][1] for i in sorted(results)) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def worker(job: int, args: argparse.Namespace, indexes: list[int],
+           queue: "multiprocessing.Queue[tuple[int, str, str] | str]") -> None:
     os.environ.setdefault("AZHPC_TORCH_THREADS", "1")  # one core per job for the network's engine
     engines: list[chess.engine.SimpleEngine] = []
     try:
@@ -172,9 +225,10 @@ def worker(job: int, args: argparse.Namespace, queue: "multiprocessing.Queue[tup
         engines.append(opp)
         configure(net, args.engine_option)
         configure(opp, ["Threads=1", "Hash=16", *args.opponent_option])
-        for index in range(job, args.games, args.jobs):
-            i, letter, game = play_game(index, args, net, opp)
-            queue.put((i, letter, str(game)))
+        for index in indexes:
+            i, result, game = play_game(index, args, net, opp)
+            game.headers["Match"] = match_id(args)
+            queue.put((i, result, str(game)))
     except Exception as exc:  # reported by the parent as one line; the games already played count
         queue.put(f"job {job}: {type(exc).__name__}: {exc}")
     finally:
@@ -237,17 +291,27 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    match = match_id(args)
+    try:
+        results = played(args.pgn, match)
+    except (ValueError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    resumed = len(results)
+    todo = [i for i in range(args.games) if i not in results]
+    if resumed:
+        print(f"{args.pgn}: {resumed} games of this match already played; playing the {len(todo)} missing", flush=True)
     spawn = multiprocessing.get_context("spawn")  # each job starts its engines in a fresh process
     queue: multiprocessing.Queue[tuple[int, str, str] | str] = spawn.Queue()
-    procs = [spawn.Process(target=worker, args=(j, args, queue)) for j in range(args.jobs)]
+    procs = [spawn.Process(target=worker, args=(j, args, todo[j::args.jobs], queue))
+             for j in range(min(args.jobs, len(todo)))]
     started = time.monotonic()
     for proc in procs:
         proc.start()
-    results: dict[int, tuple[str, str]] = {}
     failures: list[str] = []
     stopped = False
     try:
-        while len(results) < args.games and (any(p.is_alive() for p in procs) or not queue.empty()):
+        while any(i not in results for i in todo) and (any(p.is_alive() for p in procs) or not queue.empty()):
             try:
                 item = queue.get(timeout=5)
             except queues.Empty:
@@ -256,14 +320,17 @@ def main() -> int:
                 failures.append(item)
                 print(item, file=sys.stderr, flush=True)
                 continue
-            index, letter, pgn = item
-            results[index] = (letter, pgn)
+            index, result, pgn = item
+            results[index] = (result, pgn)
+            if args.pgn:
+                write_pgn(args.pgn, results)
             s = summary([r[0] for r in results.values()])
-            print(f"game {index + 1}: {letter}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
+            print(f"game {index + 1}: {result}  ({s['wins']}-{s['draws']}-{s['losses']} after {s['games']}, "
                   f"{time.monotonic() - started:.0f} s)", flush=True)
     except KeyboardInterrupt:  # Ctrl-C, kill -INT or -TERM: the finished games still count, the ones in flight are lost
         stopped = True
-        print(f"stopped after {len(results)} games; the games in flight are lost", file=sys.stderr, flush=True)
+        again = " (the same command again plays them)" if args.pgn else ""
+        print(f"stopped after {len(results)} games; the games in flight are lost{again}", file=sys.stderr, flush=True)
         for proc in procs:
             proc.terminate()
     for proc in procs:
@@ -279,12 +346,10 @@ def main() -> int:
         s["rating"], s["rating_low"], s["rating_high"] = (args.opponent_rating + s[k] for k in ("elo", "elo_low", "elo_high"))
         line += f"; with the opponent at {args.opponent_rating:.0f}: {s['rating']:.0f} [{s['rating_low']:.0f}, {s['rating_high']:.0f}]"
     print(line)
-    if args.pgn:
-        with open(args.pgn, "w") as f:
-            f.write("\n\n".join(results[i][1] for i in sorted(results)) + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({**s, "args": vars(args), "failures": failures, "stopped": stopped}, f, indent=1)
+            json.dump({**s, "args": vars(args), "match": match, "resumed": resumed, "failures": failures,
+                       "stopped": stopped}, f, indent=1)
     return 1 if failures or stopped else 0
 
 
