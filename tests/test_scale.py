@@ -412,6 +412,7 @@ def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
     entry, played = play_recorded(paths, Config(), plan, "cpu")
     assert played and entry["games"] == 2 and entry["generation"] is None
     assert entry["cpu"] == cpu_model() and entry["cpu"]  # where a timed rung's games were played
+    assert entry.get("engine_per_game") is True  # the clocked engine played each game in its own process
     assert len(entry["load_average"]) == 2  # overruns are Stockfish's to avoid; counting them is tested below
     pgn = (paths.root / entry["pgn"]).read_text()
     assert pgn.count("[Event ") == 2 and f'"{clock}"' in pgn and "eval/engines/" in entry["pgn"]
@@ -438,8 +439,8 @@ def test_a_move_that_overruns_the_clock_is_counted_and_the_clock_restarts_at_the
     player = EnginePlayer(parse_engine("stockfish:skill=0,tc=0.05+0.01"))
     play = player.engine.play
 
-    def slow(board, limit):  # an engine that answers after its whole clock is gone
-        result = play(board, chess.engine.Limit(depth=1))
+    def slow(board, limit, game=None):  # an engine that answers after its whole clock is gone
+        result = play(board, chess.engine.Limit(depth=1), game=game)
         time.sleep(0.1)
         return result
     monkeypatch.setattr(player.engine, "play", slow)
@@ -451,6 +452,36 @@ def test_a_move_that_overruns_the_clock_is_counted_and_the_clock_restarts_at_the
         assert player.overruns == 2
     finally:
         player.close()
+
+
+def test_an_engine_searching_beyond_depth_1_plays_each_game_in_its_own_process(engines):
+    """Games played at once do not share one engine's hash and search state (EnginePlayer): a node-limited or timed
+    engine gets a process per game, kept for that game, up to max_processes (then the one used longest ago starts
+    the new game); an engine fixed at depth 1 plays every game from one process."""
+    import chess
+
+    player = EnginePlayer(parse_engine("stockfish:skill=0,nodes=50"), max_processes=3)
+    shared = EnginePlayer(parse_engine("fairy-stockfish:skill=-4,depth=1"))
+    try:
+        boards = [chess.Board() for _ in range(3)]
+        for _ in range(2):  # each game's moves come from the process that started it
+            for board, move in zip(boards, player.choose(boards)):
+                assert move is not None
+                board.push(move)
+        assert player.processes() == 3
+        owners = {id(b): player._games[id(b)][2] for b in boards}
+        assert len({id(e) for e in owners.values()}) == 3
+        later = chess.Board()  # a fourth game with every process taken: the least recently used one, a new game
+        oldest_key = player._games[id(boards[0])][1]
+        player.choose([later])
+        assert player.processes() == 3 and player._games[id(later)][2] is owners[id(boards[0])]
+        assert id(boards[0]) not in player._games and player._games[id(later)][1] is not oldest_key
+        shared.choose([chess.Board() for _ in range(4)])
+        assert shared.processes() == 1 and not shared.per_game
+    finally:
+        player.close()
+        shared.close()
+    assert all(e.protocol.returncode.done() for e in owners.values())  # close() quits every process
 
 
 def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):

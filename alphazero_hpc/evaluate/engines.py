@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -146,6 +147,15 @@ def engine_version(engine: str, path: str | None = None) -> str:
 class EnginePlayer:
     """A UCI engine (python-chess's engine module, one thread) playing as ``spec`` says.
 
+    A match plays its games at once and asks each player for a move in every game in turn. An engine whose search
+    goes beyond depth 1 (a clock, a move time, a node count, a deeper depth) plays each game in its own process, sent
+    ``ucinewgame`` when it starts one, as a GUI runs it: its hash table and search state then hold that game's own
+    earlier searches. Shared by every game in flight, each search overwrote the others' (16 MB, ~1.5M nodes a move
+    at 60+0.6), and Stockfish's time management read the previous search's score from another game; an engine fixed
+    at depth 1 stores nothing a later move reuses, so its games share one process. At most ``max_processes`` run at
+    once (~140 MB each for Stockfish 15.1); a game beyond them takes the process used longest ago, which starts it
+    as a new game.
+
     With a clock (``tc``) each game has its own: the time a move took (wall time around the engine's answer) is
     taken from the engine's remaining time and the increment added, as a GUI does. A move that overran the clock
     is counted in ``overruns`` and the clock restarts at the increment: the game goes on rather than being lost on
@@ -153,17 +163,46 @@ class EnginePlayer:
     match keeps one board per game), holding a reference so that no later board can take its id.
     """
 
-    def __init__(self, spec: EngineSpec, paths: Mapping[str, str | None] | None = None) -> None:
+    def __init__(self, spec: EngineSpec, paths: Mapping[str, str | None] | None = None, max_processes: int = 16) -> None:
         self.spec = spec
         self.name = spec.name
         self.overruns = 0
+        self.per_game = spec.depth != 1
+        self.max_processes = max(1, max_processes)
         self._clocks: dict[int, tuple[chess.Board, float]] = {}
-        binary = find_engine(spec.engine, (paths or {}).get(spec.engine))
+        self._binary = find_engine(spec.engine, (paths or {}).get(spec.engine))
+        # board id -> (board, its game's key, its process); the most recently used last
+        self._games: OrderedDict[int, tuple[chess.Board, object, chess.engine.SimpleEngine]] = OrderedDict()
+        self.engine = self._start()
+
+    def _start(self) -> chess.engine.SimpleEngine:
         try:
-            self.engine = chess.engine.SimpleEngine.popen_uci(binary)
-            self.engine.configure(spec.options())
+            engine = chess.engine.SimpleEngine.popen_uci(self._binary)
         except (chess.engine.EngineError, OSError) as exc:
-            raise AzhpcError(f"{spec.engine} at {binary} did not start ({exc}): check the binary or pass its path") from exc
+            raise AzhpcError(f"{self.spec.engine} at {self._binary} did not start ({exc}): check the binary or pass "
+                             "its path") from exc
+        try:
+            engine.configure(self.spec.options())
+        except (chess.engine.EngineError, OSError) as exc:
+            engine.quit()
+            raise AzhpcError(f"{self.spec.engine} at {self._binary} did not start ({exc}): check the binary or pass "
+                             "its path") from exc
+        return engine
+
+    def _engine_for(self, board: chess.Board) -> tuple[chess.engine.SimpleEngine, object]:
+        """The process playing ``board``'s game and the game's key (a new key: python-chess sends ucinewgame)."""
+        if not self.per_game:
+            return self.engine, None
+        known = self._games.get(id(board))
+        if known is not None and known[0] is board:
+            self._games.move_to_end(id(board))
+            return known[2], known[1]
+        if len(self._games) < self.max_processes:
+            engine = self.engine if not self._games else self._start()
+        else:  # every process taken: the one used longest ago (most likely a game that has ended)
+            engine = self._games.popitem(last=False)[1][2]
+        self._games[id(board)] = (board, object(), engine)
+        return engine, self._games[id(board)][1]
 
     def _limit(self, board: chess.Board) -> chess.engine.Limit:
         s = self.spec
@@ -176,9 +215,10 @@ class EnginePlayer:
     def choose(self, boards: Sequence[chess.Board]) -> list[chess.Move | None]:
         out: list[chess.Move | None] = []
         for b in boards:
+            engine, game = self._engine_for(b)
             limit = self._limit(b)
             t0 = time.monotonic()
-            result = self.engine.play(b, limit)
+            result = engine.play(b, limit, game=game)
             if self.spec.tc is not None:
                 left = (limit.white_clock or 0.0) - (time.monotonic() - t0)
                 if left < 0:
@@ -188,6 +228,14 @@ class EnginePlayer:
             out.append(None if result.resigned else result.move)
         return out
 
+    def processes(self) -> int:
+        """Engine processes started so far and still running."""
+        return len({id(e) for _, _, e in self._games.values()} | {id(self.engine)})
+
     def close(self) -> None:
         self._clocks.clear()
-        self.engine.quit()
+        engines = {id(e): e for _, _, e in self._games.values()}
+        engines[id(self.engine)] = self.engine
+        self._games.clear()
+        for engine in engines.values():
+            engine.quit()

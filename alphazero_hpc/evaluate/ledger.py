@@ -56,6 +56,8 @@ class LedgerEntry(TypedDict, total=False):
     mean_plies: float
     terminations: dict[str, int]  # how the games ended, counted (game.rules' names; ADJUDICATED ones prefixed)
     clock_overruns: int  # optional: moves of a timed engine that overran its clock
+    engine_per_game: bool  # optional (since 2026-12-04), true when an engine searching beyond depth 1 played each game
+    # in its own process (evaluate.engines.EnginePlayer); before, one process answered every game of the block in turn
     seconds: float  # the match's wall time
     pgn: str  # the games, relative to the run folder
     load_average: list[float]  # 1-minute load at the start and the end: timed engines weaken with it

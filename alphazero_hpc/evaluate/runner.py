@@ -173,6 +173,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),
         **({"clock_overruns": overruns} if overruns else {}),
+        **({"engine_per_game": True} if any(getattr(p, "per_game", False) for p in (player, rival)) else {}),
         "seconds": round(seconds, 1), "pgn": str(pgn_path.relative_to(paths.root)),
         # how busy the machine was (1-minute load average at the start and the end): timed engines weaken with it
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],

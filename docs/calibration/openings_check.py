@@ -8,6 +8,11 @@ openings change; it then prints the score beside the book games' from the shippe
     python docs/calibration/openings_check.py OUT --blocks 4 --task 1 --tasks 2; wait
     python docs/calibration/openings_check.py OUT --blocks 4 --summary
 
+``--parallel 1`` plays each block's games one after another (the package's runner otherwise plays a block's games
+at once, each engine answering every game in turn from one process, so its hash and search state carry from game
+to game; an outside runner plays one game at a time): with ``--openings book:0`` it holds the openings fixed and
+changes only that.
+
 Block b is seed b (each 10-game block draws its own five openings, each played with both colours). Started again it
 plays only the blocks missing from OUT's ledger. The 40 games of 2026-12-04 are kept in
 docs/calibration/openings-check-2026-12-04.jsonl: copy it to OUT/eval/ledger.jsonl to summarise them again. The
@@ -18,7 +23,7 @@ import argparse
 from collections.abc import Iterable
 from pathlib import Path
 
-from alphazero_hpc.config import Config
+from alphazero_hpc.config import load_config
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
@@ -57,13 +62,15 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=10)
     ap.add_argument("--task", type=int, default=0)
     ap.add_argument("--tasks", type=int, default=1)
+    ap.add_argument("--parallel", type=int, help="games of a block played at once (default: eval.parallel's)")
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args()
     if not args.summary:
+        cfg = load_config(None, [] if args.parallel is None else [f"eval.parallel={args.parallel}"])
         paths = RunPaths(args.out)
         paths.eval_dir.mkdir(parents=True, exist_ok=True)
         for plan in plans(args.rung, args.blocks, args.games, args.openings)[args.task::args.tasks]:
-            entry, now = play_recorded(paths, Config(), plan, "cpu")
+            entry, now = play_recorded(paths, cfg, plan, "cpu")
             print(f"[task {args.task}] block {plan.seed}: +{entry['wins']} ={entry['draws']} -{entry['losses']}"
                   f" ({entry['seconds']} s{'' if now else ', already in the ledger'})", flush=True)
     summary(args.out, args.rung, args.openings)
