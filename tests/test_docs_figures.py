@@ -99,3 +99,18 @@ def test_the_kept_openings_games_are_the_documented_score(tmp_path, capsys):
     w, d, l = wdl.groups()
     assert f"{w}-{d}-{l}" in (ROOT / "docs" / "evaluation.md").read_text()
     assert int(w) + int(d) + int(l) == 40
+
+
+def test_the_shipped_table_is_the_fit_of_the_kept_calibration_ledger(tmp_path):
+    """docs/calibration/README.md: ``azhpc ladder fit`` on docs/calibration/ledger.jsonl gives the shipped table back
+    (every rung's rating and interval, the blocks it leaves out), so the ledger kept is the one the table came from."""
+    from alphazero_hpc.evaluate.scale import fit_scale, read_table
+
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "ledger.jsonl").write_bytes((CALIBRATION / "ledger.jsonl").read_bytes())
+    fitted, shipped = fit_scale(tmp_path), read_table()
+    assert [(r["name"], r["elo"], r["low"], r["high"], r["games"]) for r in fitted["rungs"]] == \
+        [(r["name"], r["elo"], r["low"], r["high"], r["games"]) for r in shipped["rungs"]]
+    assert fitted["pairs"] == shipped["pairs"]
+    for key in ("blocks", "games", "shared_engine_blocks_left_out"):
+        assert fitted["provenance"].get(key) == shipped["provenance"].get(key), key

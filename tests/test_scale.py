@@ -20,7 +20,8 @@ from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.net.precision import cpu_model
 from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb, exact,
-                                          fit_scale, load_scale, read_table, render_table, rung_timed, scale_fit, write_fit)
+                                          fit_scale, load_scale, read_table, render_table, rung_timed, scale_fit,
+                                          shared_engine_block, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
 from .conftest import rated, run_cli, slurm_cli
@@ -412,7 +413,10 @@ def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
     entry, played = play_recorded(paths, Config(), plan, "cpu")
     assert played and entry["games"] == 2 and entry["generation"] is None
     assert entry["cpu"] == cpu_model() and entry["cpu"]  # where a timed rung's games were played
-    assert entry.get("engine_per_game") is True  # the clocked engine played each game in its own process
+    # the clocked engine played each game in its own process: a block of its own identity, not one from before
+    assert entry.get("engine_per_game") is True and entry["key"].endswith("|engine_per_game")
+    assert not shared_engine_block(entry) and shared_engine_block({**entry, "engine_per_game": False})
+    assert not shared_engine_block({**entry, "player": "fairy-stockfish:skill=-4,depth=1", "engine_per_game": False})
     assert len(entry["load_average"]) == 2  # overruns are Stockfish's to avoid; counting them is tested below
     pgn = (paths.root / entry["pgn"]).read_text()
     assert pgn.count("[Event ") == 2 and f'"{clock}"' in pgn and "eval/engines/" in entry["pgn"]
@@ -496,8 +500,16 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
                  "finished": "2026-11-24T00:00:00", "load_average": [0.5, 0.7]}
         if k < len(RUNGS) - 2:  # the last block as from before the CPU was recorded
             entry.update({"cpu": "Test CPU A", "host": "a"} if k < 6 else {"cpu": "Test CPU B", "host": "b"})
+        if hi == ANCHOR:  # the clocked anchor played each game in its own process
+            entry["engine_per_game"] = True
         append_entry(paths, cast(LedgerEntry, entry))
+    # a block of the anchor from before, one process answering every game, scored far off the truth: left out
+    append_entry(paths, cast(LedgerEntry, {"key": "shared", "player": ANCHOR, "opponent": RUNGS[-2], "wins": 0,
+                                           "draws": 0, "losses": 200, "finished": "2026-11-24T00:00:00",
+                                           "load_average": [0.5, 0.7], "cpu": "Test CPU B", "host": "b"}))
     table = fit_scale(paths.root)
+    assert table["provenance"]["shared_engine_blocks_left_out"] == 1 and "left out: 1 blocks" in render_table(
+        write_fit(paths.root, table))
     where = write_fit(paths.root, table)
     rungs = load_scale(where)
     assert [r.name for r in rungs][-1] == ANCHOR and rungs[-1].elo == 1350.0 and rungs[-1].sd == 0.0

@@ -80,6 +80,11 @@ def is_engine_spec(spec: str) -> bool:
     return spec.partition(":")[0] in ENGINES
 
 
+def plays_per_game(spec: str) -> bool:
+    """An engine whose search goes beyond depth 1: ``EnginePlayer`` gives each of its games a process of its own."""
+    return is_engine_spec(spec) and parse_engine(spec).depth != 1
+
+
 def parse_engine(spec: str) -> EngineSpec:
     """``stockfish:skill=0,depth=1`` -> EngineSpec; a wrong spec is one AzhpcError line with the grammar."""
     engine, _, rest = spec.strip().partition(":")
@@ -167,7 +172,7 @@ class EnginePlayer:
         self.spec = spec
         self.name = spec.name
         self.overruns = 0
-        self.per_game = spec.depth != 1
+        self.per_game = plays_per_game(spec.name)
         self.max_processes = max(1, max_processes)
         self._clocks: dict[int, tuple[chess.Board, float]] = {}
         self._binary = find_engine(spec.engine, (paths or {}).get(spec.engine))

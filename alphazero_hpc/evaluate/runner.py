@@ -23,7 +23,7 @@ from ..store.paths import RunPaths
 from .elo import MatchScore, format_elo
 from .ledger import LedgerEntry, PlaySetup, append_entry, find_entry
 from .match import openings_from_spec, play_match
-from .engines import EnginePlayer, canonical_engine_name, is_engine_spec, parse_engine
+from .engines import EnginePlayer, canonical_engine_name, is_engine_spec, parse_engine, plays_per_game
 from .players import GreedyPlayer, NetPlayer, Player, RandomPlayer
 
 
@@ -48,7 +48,9 @@ class MatchPlan:
         return (f"{self.player}|{self.opponent}|games={self.games}|sims={self.setup.simulations}|openings={self.openings}"
                 f"|seed={self.seed}|max_plies={self.max_plies}"
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
-                + self.setup.key_flags())
+                + self.setup.key_flags()
+                # a new identity since each game has had its own engine process: a block played before is not this one
+                + ("|engine_per_game" if any(map(plays_per_game, (self.player, self.opponent))) else ""))
 
     @property
     def pgn_name(self) -> str:

@@ -34,7 +34,7 @@ from ..errors import AzhpcError, report
 from ..store import atomic
 from ..store.paths import RunPaths
 from .elo import Z95, MatchScore, fit_ratings, pair_residuals, rating_covariance
-from .engines import ENGINES, engine_version, is_engine_spec, parse_engine
+from .engines import ENGINES, engine_version, is_engine_spec, parse_engine, plays_per_game
 from .ledger import LedgerEntry, PlaySetup, find_entry, read_ledger
 from .match import book_openings
 from .runner import MatchPlan, RecordingPool, play_recorded
@@ -244,10 +244,20 @@ def rung_matches(entries: Iterable[LedgerEntry]) -> list[tuple[str, str, MatchSc
             if e["player"] in RUNGS and e["opponent"] in RUNGS and not e.get("adjudicate_material", 0)]
 
 
+def shared_engine_block(entry: LedgerEntry) -> bool:
+    """A block in which an engine searching beyond depth 1 answered all the block's games from one process (before
+    2026-12-04): its hash and time management carried other games' searches, and the anchor scored 0.61 that way
+    against depth 1 where it scored 0.79 one game at a time (docs/evaluation.md, "The runner"). Not a calibration
+    game any more."""
+    return not entry.get("engine_per_game") and any(map(plays_per_game, (entry["player"], entry["opponent"])))
+
+
 def fit_scale(out: Path) -> dict[str, Any]:
-    """The joint fit of every rung over the calibration's ledger, anchor at 1350, with provenance."""
+    """The joint fit of every rung over the calibration's ledger, anchor at 1350, with provenance. Blocks whose
+    engine shared one process among the block's games (``shared_engine_block``) are left out and counted."""
     paths = RunPaths(out)
-    entries = [e for e in read_ledger(paths) if e["player"] in RUNGS and e["opponent"] in RUNGS]
+    both = [e for e in read_ledger(paths) if e["player"] in RUNGS and e["opponent"] in RUNGS]
+    entries = [e for e in both if not shared_engine_block(e)]
     matches = rung_matches(entries)
     if not matches:
         raise AzhpcError(f"no calibration matches in {paths.ledger}: run azhpc ladder calibrate {out} first")
@@ -277,7 +287,9 @@ def fit_scale(out: Path) -> dict[str, Any]:
         "rungs": rungs,
         "pairs": [{"first": a, "second": b, "wins": w, "draws": d, "losses": l} for (a, b), (w, d, l) in sorted(pairs.items())],
         "provenance": {
-            "engines": versions, "engine_options": "Threads 1, Hash 16; one process per engine, python-chess driving it",
+            "engines": versions, "engine_options": "Threads 1, Hash 16; python-chess driving them; an engine searching "
+                                                   "beyond depth 1 in a process of its own for each game",
+            "shared_engine_blocks_left_out": len(both) - len(entries),
             "max_plies": MAX_PLIES, "openings": "the shipped book (evaluate/openings.txt), each with both colours",
             "blocks": len(entries), "games": sum(s.games for _, _, s in matches),
             "first": min(e["finished"] for e in entries), "last": max(e["finished"] for e in entries),
@@ -341,6 +353,9 @@ def render_table(path: Path | None = None) -> str:
     lines.append(f"{table['scale']}: {table['anchor']} = {table['anchor_elo']:.0f}, {table['anchor_note']}")
     lines.append(f"{p['games']} games in {p['blocks']} blocks, {p['first'][:10]} to {p['last'][:10]}, on {p['cpu']}; "
                  f"engines: {', '.join(f'{k} = {v}' for k, v in p['engines'].items())}")
+    if p.get("shared_engine_blocks_left_out"):
+        lines.append(f"left out: {p['shared_engine_blocks_left_out']} blocks whose engine answered every game of the "
+                     "block from one process (played before 2026-12-04)")
     return "\n".join(lines + fit_lines(table))
 
 
@@ -572,7 +587,8 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     names = {r.name for r in rungs}
     played: list[Played] = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"]), int(e["seed"]))
                             for e in read_ledger(paths) if e["player"] == player and e["opponent"] in names
-                            and not e.get("adjudicate_material", 0) and PlaySetup.of_entry(e) == setup]
+                            and not e.get("adjudicate_material", 0) and PlaySetup.of_entry(e) == setup
+                            and not shared_engine_block(e)]  # the anchor's old blocks: played again, new keys
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, setup, f"book:{first_opening % book}", seed, MAX_PLIES)
