@@ -488,6 +488,29 @@ def test_an_engine_searching_beyond_depth_1_plays_each_game_in_its_own_process(e
     assert all(e.protocol.returncode.done() for e in owners.values())  # close() quits every process
 
 
+def test_a_match_plays_no_more_games_at_once_than_a_per_game_engine_has_processes(tmp_path, engines, monkeypatch):
+    """With more games than processes, games would pass processes to each other at every move (each a new game to
+    the engine): play_recorded caps the games played at once at the per-game engine's max_processes (16)."""
+    from alphazero_hpc.evaluate import runner
+
+    seen: list[int] = []
+    real = runner.play_match
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["parallel"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "play_match", spy)
+    paths = RunPaths(tmp_path / "cap")
+    paths.eval_dir.mkdir(parents=True)
+    plan = MatchPlan("stockfish:skill=0,nodes=20", "fairy-stockfish:skill=-12,depth=1", 18, PlaySetup(0), "book", 0, 6)
+    entry, _ = play_recorded(paths, Config(), plan, "cpu")
+    assert seen == [16] and entry["games"] == 18 and entry["engine_per_game"] is True
+    plan = MatchPlan("stockfish:skill=0,depth=1", "fairy-stockfish:skill=-12,depth=1", 4, PlaySetup(0), "book", 0, 6)
+    entry, _ = play_recorded(paths, Config(), plan, "cpu")
+    assert seen[1] == Config().eval.parallel and "engine_per_game" not in entry  # depth 1: one process, no cap
+
+
 def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     paths = RunPaths(tmp_path / "cal")
     from alphazero_hpc.evaluate.ledger import LedgerEntry, append_entry

@@ -158,8 +158,8 @@ class EnginePlayer:
     earlier searches. Shared by every game in flight, each search overwrote the others' (16 MB, ~1.5M nodes a move
     at 60+0.6), and Stockfish's time management read the previous search's score from another game; an engine fixed
     at depth 1 stores nothing a later move reuses, so its games share one process. At most ``max_processes`` run at
-    once (~140 MB each for Stockfish 15.1); a game beyond them takes the process used longest ago, which starts it
-    as a new game.
+    once (~140 MB each for Stockfish 15.1; ``play_recorded`` plays no more games at once than that); a game beyond them
+    takes the process used longest ago, which starts it as a new game.
 
     With a clock (``tc``) each game has its own: the time a move took (wall time around the engine's answer) is
     taken from the engine's remaining time and the increment added, as a GUI does. A move that overran the clock
@@ -242,5 +242,11 @@ class EnginePlayer:
         engines = {id(e): e for _, _, e in self._games.values()}
         engines[id(self.engine)] = self.engine
         self._games.clear()
-        for engine in engines.values():
-            engine.quit()
+        failed: BaseException | None = None
+        for engine in engines.values():  # every process, also after one that failed to quit
+            try:
+                engine.quit()
+            except Exception as exc:  # noqa: BLE001 - re-raised below, once the rest are quit
+                failed = failed or exc
+        if failed is not None:
+            raise failed

@@ -150,7 +150,11 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
              f"{o.result} ({o.termination}, {o.plies} plies) | +{tally[1.0]} ={tally[0.5]} -{tally[0.0]}")
 
     try:
-        outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=cfg.eval.parallel,
+        # an engine with a process per game has at most max_processes: no more games at once than that, or their
+        # processes would pass from game to game, each taking one with a new game (ucinewgame) at every move
+        parallel = min([cfg.eval.parallel] + [p.max_processes for p in (player, rival)
+                                               if isinstance(p, EnginePlayer) and p.per_game])
+        outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=parallel,
                               event=f"azhpc evaluate {paths.root.name}", adjudicate_material=plan.adjudicate_material,
                               on_game=on_game)
     finally:
