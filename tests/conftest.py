@@ -1,5 +1,6 @@
 import fcntl
 import getpass
+import importlib.util
 import os
 import pwd
 import random
@@ -10,6 +11,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 import chess
 import pytest
@@ -35,6 +37,15 @@ PERFT_FENS = [
     "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8",
     "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10",
 ]
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script of docs/ (no package module), imported from its file as its users run it."""
+    spec = importlib.util.spec_from_file_location(f"script_{path.parent.name}_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_game_boards(n_games: int, seed: int = 0, max_plies: int = 120) -> list[chess.Board]:

@@ -3,28 +3,23 @@ and the games those scripts carry are the games in the kept ledgers: a re-frozen
 edit to one side alone fails here instead of leaving the README quoting a figure nothing computes."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.scale import load_scale
 
-ROOT = Path(__file__).resolve().parent.parent
+from .conftest import ROOT, load_script
+
 CALIBRATION = ROOT / "docs" / "calibration"
 NETWORKS = ROOT / "docs" / "networks"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"calibration_{name}", CALIBRATION / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(CALIBRATION / f"{name}.py")
 
 
 @pytest.fixture(scope="module")

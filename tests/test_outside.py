@@ -2,7 +2,6 @@
 against the package's own (two independent implementations must agree), and against hand-worked cases."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -15,15 +14,13 @@ import pytest
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
 from alphazero_hpc.evaluate.match import book_openings
 
-OUTSIDE = Path(__file__).resolve().parent.parent / "docs" / "outside"
+from .conftest import ROOT, load_script
+
+OUTSIDE = ROOT / "docs" / "outside"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"outside_{name}", OUTSIDE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(OUTSIDE / f"{name}.py")
 
 
 @pytest.mark.parametrize("wdl", [(50, 0, 50), (10, 0, 0), (0, 0, 7), (21, 0, 0), (0, 0, 11), (23, 1, 16), (5, 0, 16), (3, 30, 2)])

@@ -181,15 +181,13 @@ class EnginePlayer:
         self.engine = self._start()
 
     def _start(self) -> chess.engine.SimpleEngine:
+        engine = None
         try:
             engine = chess.engine.SimpleEngine.popen_uci(self._binary)
-        except (chess.engine.EngineError, OSError) as exc:
-            raise AzhpcError(f"{self.spec.engine} at {self._binary} did not start ({exc}): check the binary or pass "
-                             "its path") from exc
-        try:
             engine.configure(self.spec.options())
         except (chess.engine.EngineError, OSError) as exc:
-            engine.quit()
+            if engine is not None:
+                engine.quit()
             raise AzhpcError(f"{self.spec.engine} at {self._binary} did not start ({exc}): check the binary or pass "
                              "its path") from exc
         return engine
@@ -198,8 +196,8 @@ class EnginePlayer:
         """The process playing ``board``'s game and the game's key (a new key: python-chess sends ucinewgame)."""
         if not self.per_game:
             return self.engine, None
-        known = self._games.get(id(board))
-        if known is not None and known[0] is board:
+        known = self._games.get(id(board))  # the entry holds its board: no other board can have taken that id
+        if known is not None:
             self._games.move_to_end(id(board))
             return known[2], known[1]
         if len(self._games) < self.max_processes:
@@ -233,17 +231,20 @@ class EnginePlayer:
             out.append(None if result.resigned else result.move)
         return out
 
+    def _processes(self) -> list[chess.engine.SimpleEngine]:
+        """Every engine process started and not yet quit, each once (a process serves one game after another)."""
+        return list({id(e): e for e in [self.engine, *(e for _, _, e in self._games.values())]}.values())
+
     def processes(self) -> int:
         """Engine processes started so far and still running."""
-        return len({id(e) for _, _, e in self._games.values()} | {id(self.engine)})
+        return len(self._processes())
 
     def close(self) -> None:
         self._clocks.clear()
-        engines = {id(e): e for _, _, e in self._games.values()}
-        engines[id(self.engine)] = self.engine
+        engines = self._processes()
         self._games.clear()
         failed: BaseException | None = None
-        for engine in engines.values():  # every process, also after one that failed to quit
+        for engine in engines:  # every process, also after one that failed to quit
             try:
                 engine.quit()
             except Exception as exc:  # noqa: BLE001 - re-raised below, once the rest are quit

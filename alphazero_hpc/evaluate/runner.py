@@ -50,7 +50,12 @@ class MatchPlan:
                 + (f"|adjudicate_material={self.adjudicate_material}" if self.adjudicate_material else "")
                 + self.setup.key_flags()
                 # a new identity since each game has had its own engine process: a block played before is not this one
-                + ("|engine_per_game" if any(map(plays_per_game, (self.player, self.opponent))) else ""))
+                + ("|engine_per_game" if self.engine_per_game else ""))
+
+    @property
+    def engine_per_game(self) -> bool:
+        """An engine of this match plays each game in its own process (``EnginePlayer``)."""
+        return any(map(plays_per_game, (self.player, self.opponent)))
 
     @property
     def pgn_name(self) -> str:
@@ -179,7 +184,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         "mean_plies": round(sum(o.plies for o in outcomes) / len(outcomes), 1),
         "terminations": dict(Counter(o.termination for o in outcomes)),
         **({"clock_overruns": overruns} if overruns else {}),
-        **({"engine_per_game": True} if any(getattr(p, "per_game", False) for p in (player, rival)) else {}),
+        **({"engine_per_game": True} if plan.engine_per_game else {}),
         "seconds": round(seconds, 1), "pgn": str(pgn_path.relative_to(paths.root)),
         # how busy the machine was (1-minute load average at the start and the end): timed engines weaken with it
         "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
