@@ -752,3 +752,30 @@ def test_slurm_calibration_array_plays_every_block_once(slurm_cluster, slurm_tmp
     local = slurm_cli("ladder", "calibrate", str(out), "--tasks", "1", "--games", "4", *rungs)
     assert local.returncode == 0, local.stderr
     assert len(read_ledger(RunPaths(out))) == 3 and "3 blocks played" in local.stdout
+
+
+def test_azhpc_elo_leaves_out_a_block_whose_engine_shared_one_process(tmp_path):
+    """run_ladder (azhpc elo) fits a network's games against the rungs without its blocks against the anchor played
+    before each game had its own process, and with those played since."""
+    from alphazero_hpc.evaluate.ladder import run_ladder
+    from alphazero_hpc.evaluate.ledger import LedgerEntry, append_entry
+
+    paths = RunPaths(tmp_path / "run")
+    paths.eval_dir.mkdir(parents=True)
+
+    def block(key: str, opponent: str, w: int, d: int, l: int, **extra: object) -> None:
+        append_entry(paths, cast(LedgerEntry, {"key": key, "player": "gen:1", "opponent": opponent, "wins": w,
+                                               "draws": d, "losses": l, "games": w + d + l, **extra}))
+
+    def rating() -> tuple[float, int]:
+        fitted, entries, on_scale = run_ladder(paths.root, write=False)
+        elo = next(r.elo for r in fitted if r.name == "gen:1")
+        assert on_scale and elo is not None
+        return elo, len(entries)
+
+    block("a", "fairy-stockfish:skill=-2,depth=1", 12, 2, 6)
+    alone = rating()
+    block("b", ANCHOR, 9, 0, 1)  # the anchor of before, weakened: not counted
+    assert rating() == alone
+    block("c", ANCHOR, 1, 0, 9, engine_per_game=True)  # one game per process: counted
+    assert rating()[1] == 2 and rating()[0] < alone[0]
