@@ -144,3 +144,34 @@ def test_an_arm_names_the_cpus_its_generations_ran_on_and_counts_the_ones_from_b
     line = learning.render([arm], [])
     assert "arm trained on " in line and "Third CPU (2 generations)" in line
     assert "Other CPU (family 1 model 2) (2 generations)" in line and "CPU not recorded (2 generations)" in line
+
+
+def test_combined_ladder_leaves_out_an_arms_anchor_block_whose_engine_shared_one_process(tmp_path):
+    """bench learning's one fit over every arm counts an arm's block against the anchor only when each of its games had
+    its own engine process, as every other fit (shared_engine_block)."""
+    from typing import cast
+
+    from alphazero_hpc.evaluate.ledger import LedgerEntry, append_entry
+    from alphazero_hpc.evaluate.scale import ANCHOR
+    from alphazero_hpc.tools.learning import ArmResult, combined_ladder
+
+    out = BenchmarkPaths(tmp_path / "bench")
+    arm = ArmResult("a", (), 1, [1.0], 1.0)
+    paths = out.arm("a")
+    paths.eval_dir.mkdir(parents=True)
+
+    def block(key: str, opponent: str, w: int, l: int, **extra: object) -> None:
+        append_entry(paths, cast(LedgerEntry, {"key": key, "player": "gen:1", "opponent": opponent, "wins": w,
+                                               "draws": 0, "losses": l, "games": w + l, **extra}))
+
+    def fitted() -> tuple[float, int]:
+        table = combined_ladder(out, [arm])
+        return next(r["elo"] for r in table if r["name"] == "a/gen:1"), json.loads(out.ladder.read_text())["matches"]
+
+    block("x", "fairy-stockfish:skill=-2,depth=1", 18, 2)
+    alone = fitted()
+    block("y", ANCHOR, 9, 1)  # the anchor of before, one process for every game: not counted
+    assert fitted() == alone
+    block("z", ANCHOR, 1, 9, engine_per_game=True)
+    elo, matches = fitted()
+    assert matches == 2 and elo < alone[0]

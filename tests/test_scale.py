@@ -779,3 +779,45 @@ def test_azhpc_elo_leaves_out_a_block_whose_engine_shared_one_process(tmp_path):
     assert rating() == alone
     block("c", ANCHOR, 1, 0, 9, engine_per_game=True)  # one game per process: counted
     assert rating()[1] == 2 and rating()[0] < alone[0]
+
+
+def test_evaluate_scale_counts_a_networks_anchor_block_only_when_each_game_had_its_own_process(tmp_path):
+    """rate_on_scale (azhpc evaluate --scale) continues from the network's blocks in the ledger, without those against
+    the anchor played before each game had its own process (played again under their new key) and with those since."""
+    from alphazero_hpc.evaluate.ledger import LedgerEntry, append_entry
+    from alphazero_hpc.evaluate.scale import rate_on_scale
+
+    cfg = Config()
+    paths = RunPaths(tmp_path / "run")
+    paths.eval_dir.mkdir(parents=True)
+    setup = PlaySetup.of_config(cfg, 8)
+    fields = {"simulations": setup.simulations, "mate_in_one": setup.mate_in_one, "search": setup.search,
+              "leaf_capture_value": setup.leaf_capture_value, "policy_temperature": setup.policy_temperature,
+              "tree_reuse": setup.tree_reuse, "seed": 0}
+
+    def block(key: str, opponent: str, games: int, **extra: object) -> None:
+        append_entry(paths, cast(LedgerEntry, {"key": key, "player": "gen:1", "opponent": opponent, "wins": games,
+                                               "draws": 0, "losses": 0, "games": games, **fields, **extra}))
+
+    class Started(Exception):
+        pass
+
+    def games_found() -> int:
+        lines: list[str] = []
+
+        def echo(line: str) -> None:  # the first line names the games found; stop before anything is played
+            lines.append(line)
+            raise Started
+
+        with pytest.raises(Started):
+            rate_on_scale(paths.root, cfg, 1, simulations=8, echo=echo)
+        found = re.search(r"(\d+) games already in the ledger", lines[0])
+        assert found, lines[0]
+        return int(found.group(1))
+
+    block("a", RUNGS[-3], 20)
+    assert games_found() == 20
+    block("b", ANCHOR, 10)  # the anchor of before, one process for every game: left out
+    assert games_found() == 20
+    block("c", ANCHOR, 10, engine_per_game=True)
+    assert games_found() == 30
