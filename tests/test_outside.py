@@ -230,7 +230,7 @@ def test_rung_pairs_names_an_outside_match_as_the_package_names_its_rungs():
 
 def test_outside_match_resumes_from_its_pgn_and_refuses_another_matchs(tmp_path, engines):
     """Every finished game is in --pgn at once; the same command again plays only the games missing from it (a larger
-    --games extends the match), and a PGN of a match with other settings is one line and exit 2, the file untouched."""
+    --games extends the match, a smaller one counts only its first games), and a PGN of a match with other settings is one line and exit 2, the file untouched."""
     import subprocess
     import sys
 
@@ -259,6 +259,10 @@ def test_outside_match_resumes_from_its_pgn_and_refuses_another_matchs(tmp_path,
     assert (summary["games"], summary["resumed"]) == (5, 3)
     assert summary["wins"] + summary["draws"] + summary["losses"] == 5
     before = pgn.read_bytes()
+    fewer = match(2)  # a smaller --games counts its first two games only; the others stay in the PGN
+    assert fewer.returncode == 0, fewer.stdout + fewer.stderr
+    assert "3 more games of this match (beyond --games 2) stay in it" in fewer.stdout
+    assert json.loads(js.read_text())["games"] == 2 and pgn.read_bytes() == before
     other = match(6, seed=6)
     assert other.returncode == 2 and "from a match with other settings" in other.stderr, other.stderr
     assert len(other.stderr.strip().splitlines()) == 1 and pgn.read_bytes() == before

@@ -297,10 +297,14 @@ def main() -> int:
     except (ValueError, OSError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    resumed = len(results)
+    resumed = sum(1 for i in results if i < args.games)
+    beyond = len(results) - resumed  # games of a larger --games before: kept in the PGN, not counted in this summary
     todo = [i for i in range(args.games) if i not in results]
     if resumed:
         print(f"{args.pgn}: {resumed} games of this match already played; playing the {len(todo)} missing", flush=True)
+    if beyond:
+        print(f"{args.pgn}: {beyond} more games of this match (beyond --games {args.games}) stay in it and are not "
+              "counted here", flush=True)
     spawn = multiprocessing.get_context("spawn")  # each job starts its engines in a fresh process
     queue: multiprocessing.Queue[tuple[int, str, str] | str] = spawn.Queue()
     procs = [spawn.Process(target=worker, args=(j, args, todo[j::args.jobs], queue))
@@ -335,10 +339,11 @@ def main() -> int:
             proc.terminate()
     for proc in procs:
         proc.join()
-    if not results:
+    counted = sorted(i for i in results if i < args.games)
+    if not counted:
         print("no game finished", file=sys.stderr)
         return 1
-    s = summary([results[i][0] for i in sorted(results)])
+    s = summary([results[i][0] for i in counted])
     line = (f"network {s['wins']}-{s['draws']}-{s['losses']} in {s['games']} games, score {s['score']:.3f}, "
             f"Elo difference {s['elo']:+.0f} [95% {s['elo_low']:+.0f}, {s['elo_high']:+.0f}]")
     if args.opponent_rating is not None:
