@@ -11,8 +11,9 @@ TABLE: a scale table (default: the shipped one). The "documented" column is each
 at PUCT 800 and seeds 5-10 at 1600 on the table of 2026-11-24, before the re-freeze with the top link's replay; seed
 13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances), seed 16 at 1600 on that of b52dcf8
 (2026-12-04, the anchor tied directly to the rungs below it). The shipped table is the one re-frozen after it on
-2026-12-04 with the anchor's games played one engine process per game (docs/evaluation.md, "The runner: one engine
-process per game"). To check the transcription against the printed figures (all but seed 7 at 1600 and the
+2026-12-04 with the anchor's 150 games played one engine process per game (docs/evaluation.md, "The runner: one
+engine process per game" and "The anchor's link completed"; its first 80 games alone: `git show
+60ad63e:alphazero_hpc/evaluate/scale.json`). To check the transcription against the printed figures (all but seed 7 at 1600 and the
 supervised network, whose games against the anchor are left out, below):
 
     git show c5673a2:alphazero_hpc/evaluate/scale.json > /tmp/scale-2026-11-24.json
