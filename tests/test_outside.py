@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import chess
@@ -83,6 +84,25 @@ def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries()
     s = pool.pool(matches)
     assert (round(s["rating"]), round(s["rating_low"]), round(s["rating_high"]), s["games"]) == (997, 927, 1066, 101)
 
+
+
+def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
+    """docs/evaluation.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
+    match, and pool.py puts them at the figures quoted, on the table the match was started against and on this one."""
+    pool, om = load("pool"), load("outside_match")
+    stem = OUTSIDE / "seed16-1600-fairy-stockfish-1"
+    summary = json.loads(stem.with_suffix(".json").read_text())
+    games = read_games(stem.with_suffix(".pgn"))
+    assert sorted(int(g.headers["Round"]) for g in games) == list(range(1, 41))
+    assert {g.headers["Match"] for g in games} == {summary["match"]}
+    letters = [om.letter(g) for g in games]
+    assert (summary["wins"], summary["draws"], summary["losses"]) == tuple(letters.count(x) for x in "WDL")
+    started = pool.pool([pool.parse(str(stem.with_suffix(".json")))])
+    now = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1034")])
+    assert [round(started[k]) for k in ("rating", "rating_low", "rating_high")] == [1008, 900, 1116]
+    assert [round(now[k]) for k in ("rating", "rating_low", "rating_high")] == [999, 891, 1107]
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    assert "18-0-22 (0.45): 999 [891, 1107]" in text
 
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
     pool = load("pool")
