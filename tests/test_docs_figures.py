@@ -109,3 +109,23 @@ def test_the_shipped_table_is_the_fit_of_the_kept_calibration_ledger(tmp_path):
     assert fitted["pairs"] == shipped["pairs"]
     for key in ("blocks", "games", "shared_engine_blocks_left_out"):
         assert fitted["provenance"].get(key) == shipped["provenance"].get(key), key
+
+
+def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
+    """docs/calibration/depth1-check-2026-12-04-*.jsonl summarised by depth1_check.py: the scores and the difference
+    docs/evaluation.md quotes ("Depth-1 rungs sharing a process")."""
+    check = load("depth1_check")
+    for arm in check.ARMS:
+        (tmp_path / arm / "eval").mkdir(parents=True)
+        (tmp_path / arm / "eval" / "ledger.jsonl").write_bytes(
+            (CALIBRATION / f"depth1-check-2026-12-04-{arm}.jsonl").read_bytes())
+    check.summary(tmp_path, "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1")
+    out = capsys.readouterr().out
+    evaluation = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    for arm in check.ARMS:
+        line = next(x for x in out.splitlines() if x.strip().startswith(f"{arm}:"))
+        wdl = re.search(r"\+(\d+) =(\d+) -(\d+) in 1000", line)
+        assert wdl is not None, line
+        assert f"{arm} {wdl.group(1)}-{wdl.group(2)}-{wdl.group(3)}" in evaluation
+    diff = re.search(r"per-game minus shared: ([+-]\d\.\d+) in score", out)
+    assert diff is not None and f"{diff.group(1)} in score" in evaluation
