@@ -69,11 +69,17 @@ class MatchScore:
     def elo(self) -> float:
         return elo_from_score(self.score)
 
+    @property
+    def score_variance(self) -> float:
+        """The variance of one game's points about the match's score (draws as half a point); 0 without games."""
+        n, mu = self.games, self.score
+        return (self.wins * (1 - mu) ** 2 + self.draws * (0.5 - mu) ** 2 + self.losses * mu**2) / n if n else 0.0
+
     def score_interval(self, z: float = Z95) -> tuple[float, float]:
         n, mu = self.games, self.score
         if n == 0:
             return 0.0, 1.0
-        var = (self.wins * (1 - mu) ** 2 + self.draws * (0.5 - mu) ** 2 + self.losses * mu**2) / n
+        var = self.score_variance
         if var > 0:
             half = z * math.sqrt(var / n)
             return max(0.0, mu - half), min(1.0, mu + half)

@@ -59,10 +59,7 @@ def summary(out: Path, player: str, opponent: str) -> None:
                   f"{s.score:.3f}, {s.elo:+.0f} [{low:+.0f}, {high:+.0f}]")
     a, b = scores["shared"], scores["per-game"]
     if a.games and b.games:
-        def var(s: MatchScore) -> float:  # the score's variance per game, draws as half a point
-            mean = s.score
-            return (s.wins * (1 - mean) ** 2 + s.draws * (0.5 - mean) ** 2 + s.losses * mean ** 2) / s.games
-        se = (var(a) / a.games + var(b) / b.games) ** 0.5
+        se = (a.score_variance / a.games + b.score_variance / b.games) ** 0.5
         diff = b.score - a.score
         print(f"per-game minus shared: {diff:+.3f} in score ({diff / se:+.1f} standard errors; +-{1.96 * se:.3f} at 95%)")
 
