@@ -21,7 +21,7 @@ from alphazero_hpc.evaluate.runner import MatchPlan, play_recorded
 from alphazero_hpc.net.precision import cpu_model
 from alphazero_hpc.evaluate.scale import (ANCHOR, RUNGS, CalibrationSpec, ScaleRung, calibration_plans, climb, exact,
                                           fit_scale, load_scale, read_table, render_table, rung_timed, scale_fit,
-                                          shared_engine_block, write_fit)
+                                          counts_in_fit, shared_engine_block, write_fit)
 from alphazero_hpc.store.paths import RunPaths
 
 from .conftest import rated, run_cli, slurm_cli
@@ -404,6 +404,18 @@ def test_calibration_tasks_split_the_blocks_still_missing_and_never_take_one_twi
     assert next(lone).key == missing[0]
     paths.ledger.write_text(paths.ledger.read_text() + json.dumps({"schema": 1, "key": missing[1]}) + "\n")
     assert list(lone) == []  # a block that reached the ledger meanwhile (another launch's) is not played again
+
+
+def test_every_fit_counts_a_block_by_one_rule():
+    """counts_in_fit: the rules a block was scored under, and whether its engine shared one process among its
+    games; a depth-1 rung (one answer a move, no hash carried) counts either way."""
+    block = {"player": "gen:3", "opponent": "stockfish:skill=0,depth=1", "adjudicate_material": 0}
+    assert counts_in_fit(block) and not counts_in_fit(block, adjudicate_material=2)
+    assert counts_in_fit({**block, "adjudicate_material": 2}, adjudicate_material=2)
+    assert not counts_in_fit({**block, "adjudicate_material": 2})
+    anchor = {**block, "opponent": ANCHOR}
+    assert not counts_in_fit(anchor) and counts_in_fit({**anchor, "engine_per_game": True})
+    assert not counts_in_fit({k: v for k, v in anchor.items() if k != "adjudicate_material"})  # older blocks: rules 0
 
 
 def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):

@@ -24,12 +24,10 @@ def run_ladder(run_dir: Path, anchor: str = "random", adjudicate_material: int =
     On the scale (``scale`` True, or None and the chess-rules ledger has a match against an engine rung) every rung
     of the shipped table (or ``table``) is pinned at its calibrated rating (``exact_rungs``: taken as exact, so that
     the intervals hold the players' own games only); otherwise ``anchor`` is pinned at 0."""
-    from .scale import SCALE_NAME, exact, has_engine_rung, load_scale, scale_fit, shared_engine_block
+    from .scale import SCALE_NAME, counts_in_fit, exact, has_engine_rung, load_scale, scale_fit
 
     paths = RunPaths(run_dir)
-    # a block whose engine answered every game from one process (before 2026-12-04) is not a game of that engine now
-    entries = [e for e in read_ledger(paths) if e.get("adjudicate_material", 0) == adjudicate_material
-               and not shared_engine_block(e)]
+    entries = [e for e in read_ledger(paths) if counts_in_fit(e, adjudicate_material)]
     if not entries:
         raise AzhpcError(f"no evaluations in {paths.ledger}"
                          + (f" scored with adjudicate_material={adjudicate_material}" if adjudicate_material else "")

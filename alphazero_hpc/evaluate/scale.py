@@ -239,9 +239,9 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
 
 # -- the fit and the shipped table ----------------------------------------------------------------------
 def rung_matches(entries: Iterable[LedgerEntry]) -> list[tuple[str, str, MatchScore]]:
-    """The matches between rungs, chess rules only."""
+    """The matches between rungs that a fit counts (``counts_in_fit``)."""
     return [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries
-            if e["player"] in RUNGS and e["opponent"] in RUNGS and not e.get("adjudicate_material", 0)]
+            if e["player"] in RUNGS and e["opponent"] in RUNGS and counts_in_fit(e)]
 
 
 def shared_engine_block(entry: LedgerEntry) -> bool:
@@ -250,6 +250,13 @@ def shared_engine_block(entry: LedgerEntry) -> bool:
     against depth 1 where it scored 0.79 one game at a time (docs/evaluation.md, "The runner"). Not a calibration
     game any more."""
     return not entry.get("engine_per_game") and any(map(plays_per_game, (entry["player"], entry["opponent"])))
+
+
+def counts_in_fit(entry: LedgerEntry, adjudicate_material: int = 0) -> bool:
+    """Whether a fit over games scored with ``adjudicate_material`` (0: chess rules only) counts this block: every
+    fit (``fit_scale``, ``rate_on_scale``, ``azhpc elo``, ``bench learning``) asks this one question, so a rule for
+    leaving blocks out is written once."""
+    return entry.get("adjudicate_material", 0) == adjudicate_material and not shared_engine_block(entry)
 
 
 def fit_scale(out: Path) -> dict[str, Any]:
@@ -587,8 +594,7 @@ def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 7
     names = {r.name for r in rungs}
     played: list[Played] = [(e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"]), int(e["seed"]))
                             for e in read_ledger(paths) if e["player"] == player and e["opponent"] in names
-                            and not e.get("adjudicate_material", 0) and PlaySetup.of_entry(e) == setup
-                            and not shared_engine_block(e)]  # the anchor's old blocks: played again, new keys
+                            and counts_in_fit(e) and PlaySetup.of_entry(e) == setup]  # shared-engine blocks: played again, new keys
 
     def play_block(rung: ScaleRung, games: int, seed: int, first_opening: int) -> MatchScore:
         plan = MatchPlan(player, rung.name, games, setup, f"book:{first_opening % book}", seed, MAX_PLIES)

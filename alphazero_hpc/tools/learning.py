@@ -28,7 +28,7 @@ from ..evaluate.elo import MatchScore, fit_ratings, ladder_table
 from ..evaluate.ladder import player_label
 from ..evaluate.ledger import read_ledger
 from ..evaluate.runner import describe, evaluate
-from ..evaluate.scale import SCALE_NAME, has_engine_rung, load_scale, rate_on_scale, scale_fit, shared_engine_block
+from ..evaluate.scale import SCALE_NAME, counts_in_fit, has_engine_rung, load_scale, rate_on_scale, scale_fit
 from ..launch.resume import resume
 from ..launch.start import launch
 from ..net.precision import cpu_model
@@ -384,7 +384,7 @@ def combined_ladder(out: BenchmarkPaths, arms: Sequence[ArmResult]) -> list[dict
         paths = out.arm(arm.name)
         cfg = run_config_if_any(paths)
         for e in read_ledger(paths):
-            if e.get("adjudicate_material", 0) or shared_engine_block(e):  # as every fit: not that engine now
+            if not counts_in_fit(e):  # as every fit
                 continue
             player = f"{arm.name}/{player_label(e['player'], e, cfg)}"  # gen:K@puct400: another search or simulations
             opponent = e["opponent"] if not e["opponent"].startswith("gen:") else f"{arm.name}/{player_label(e['opponent'], e, cfg)}"
