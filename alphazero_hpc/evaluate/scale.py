@@ -239,9 +239,10 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
 
 # -- the fit and the shipped table ----------------------------------------------------------------------
 def rung_matches(entries: Iterable[LedgerEntry]) -> list[tuple[str, str, MatchScore]]:
-    """The matches between rungs that a fit counts (``counts_in_fit``)."""
+    """The matches between rungs, chess rules only; the caller leaves out what its fit does not count (``fit_scale``:
+    ``shared_engine_block``), a check of old blocks (docs/calibration/openings_check.py) keeps them."""
     return [(e["player"], e["opponent"], MatchScore(e["wins"], e["draws"], e["losses"])) for e in entries
-            if e["player"] in RUNGS and e["opponent"] in RUNGS and counts_in_fit(e)]
+            if e["player"] in RUNGS and e["opponent"] in RUNGS and not e.get("adjudicate_material", 0)]
 
 
 def shared_engine_block(entry: LedgerEntry) -> bool:
@@ -254,8 +255,9 @@ def shared_engine_block(entry: LedgerEntry) -> bool:
 
 def counts_in_fit(entry: LedgerEntry, adjudicate_material: int = 0) -> bool:
     """Whether a fit over games scored with ``adjudicate_material`` (0: chess rules only) counts this block: every
-    fit (``fit_scale``, ``rate_on_scale``, ``azhpc elo``, ``bench learning``) asks this one question, so a rule for
-    leaving blocks out is written once."""
+    fit of a network (``rate_on_scale``, ``azhpc elo``, ``bench learning``) asks this one question, so a rule for
+    leaving blocks out is written once; the calibration's fit (``fit_scale``) leaves out the same shared-engine
+    blocks and counts them."""
     return entry.get("adjudicate_material", 0) == adjudicate_material and not shared_engine_block(entry)
 
 
