@@ -112,7 +112,7 @@ class MCTSConfig:
     leaf_capture_value: float = 0.0  # a leaf's value gains this much logit (atanh) per pawn that its side to move can
                                      # win at once by one capture (game.attacks.capture_gain, a static estimate from
                                      # the rules); 0 is AlphaZero: the network's value alone. Arm 4x64-capture
-                                     # (0.5) rated below the base at 1 CPU-hour (docs/evaluation.md)
+                                     # (0.5) rated below the base at 1 CPU-hour (docs/evaluation-log.md)
     algorithm: Algorithm = "puct"  # puct (AlphaZero) or gumbel: Gumbel noise, sequential halving and the improved policy
                              # target at the root (search/gumbel.py); learns with few simulations
     gumbel_considered: int = 16  # gumbel: moves considered at the root (m; the top m by noise + prior logits)
@@ -179,7 +179,7 @@ class SelfPlayConfig:
     adjudicated_win_share: float = 1.0  # value target of a game won on material: a win with this probability, else
                                         # a draw (drawn once per game; its PGN and counts keep the win). Below 1 a
                                         # mate is worth more than being ahead when the game is cut, so the net
-                                        # learns to convert won positions (docs/evaluation.md)
+                                        # learns to convert won positions (docs/evaluation-log.md)
     temperature: float = 1.0  # move sampling temperature over visit counts for the first plies
     temperature_plies: int = 30  # plies played with `temperature`; after that `final_temperature`
     final_temperature: float = 0.0  # 0 plays the most visited move
@@ -324,7 +324,7 @@ class EvalConfig:
 
     enabled: bool = False  # azhpc launch evaluates each trained network in a job after its training job
     opponents: str = "previous,random"  # comma list of: previous, gen:K, random, greedy, stockfish[:OPTIONS],
-                                        # fairy-stockfish[:OPTIONS] (docs/evaluation.md, "Opponents")
+                                        # fairy-stockfish[:OPTIONS] (docs/evaluation.md, "Matches")
     games: int = 20  # games per opponent; each opening is played with both colours
     simulations: int = 0  # simulations per move of the network(s); 0: mcts.simulations
     max_plies: int = 400  # a game still going after this many plies is a draw
@@ -333,11 +333,11 @@ class EvalConfig:
     openings: str = "book"  # book (the shipped balanced set) or random:K (K random plies per opening, seeded)
     algorithm: PlayAlgorithm = "same"  # the search a network plays with in matches, ratings and UCI: same (mcts.algorithm,
                                        # the search it learned with), puct or gumbel. A Gumbel-trained net can play
-                                       # stronger under PUCT at hundreds of simulations (docs/evaluation.md)
+                                       # stronger under PUCT at hundreds of simulations (docs/evaluation-log.md)
     policy_temperature: float = 0.0  # the prior's temperature at play (matches, ratings, UCI); 0: mcts.policy_temperature.
-                                     # 3 lifted PUCT 800 by +105 and +142 on the scale (docs/evaluation.md)
+                                     # 3 lifted PUCT 800 by +105 and +142 on the scale (docs/evaluation-log.md)
     tree_reuse: bool = False  # at play (matches, ratings, UCI) keep each game's tree between its moves: a move adds
-                              # its simulations to the visits its position's subtree already had (docs/evaluation.md)
+                              # its simulations to the visits its position's subtree already had (docs/evaluation-log.md)
     scale: bool = False  # also rate each network on the calibrated Stockfish 15.1 UCI_Elo scale (evaluate --scale)
     scale_interval: float = 75.0  # ... until the 95% interval from its own games is at most +- this (Elo)
     scale_max_games: int = 600  # ... or it has played this many games against the scale's rungs

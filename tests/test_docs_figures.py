@@ -83,7 +83,7 @@ def test_openings_check_counts_the_anchor_from_either_side():
 
 def test_the_kept_openings_games_are_the_documented_score(tmp_path, capsys):
     """docs/calibration/openings-check-2026-12-04.jsonl summarised as its docstring says: the 24-1-15 quoted in
-    docs/evaluation.md ("The openings tested")."""
+    docs/evaluation-log.md ("The openings tested")."""
     check = load("openings_check")
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "ledger.jsonl").write_bytes((CALIBRATION / "openings-check-2026-12-04.jsonl").read_bytes())
@@ -92,7 +92,7 @@ def test_the_kept_openings_games_are_the_documented_score(tmp_path, capsys):
     wdl = re.search(r"\+(\d+) =(\d+) -(\d+)", line)
     assert wdl is not None
     w, d, l = wdl.groups()
-    assert f"{w}-{d}-{l}" in (ROOT / "docs" / "evaluation.md").read_text()
+    assert f"{w}-{d}-{l}" in (ROOT / "docs" / "evaluation-log.md").read_text()
     assert int(w) + int(d) + int(l) == 40
 
 
@@ -113,7 +113,7 @@ def test_the_shipped_table_is_the_fit_of_the_kept_calibration_ledger(tmp_path):
 
 def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
     """docs/calibration/depth1-check-2026-12-04-*.jsonl summarised by depth1_check.py: the scores and the difference
-    docs/evaluation.md quotes ("Depth-1 rungs sharing a process")."""
+    docs/evaluation-log.md quotes ("Depth-1 rungs sharing a process"), and evaluation.md's summary of them."""
     check = load("depth1_check")
     for arm in check.ARMS:
         (tmp_path / arm / "eval").mkdir(parents=True)
@@ -121,7 +121,8 @@ def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
             (CALIBRATION / f"depth1-check-2026-12-04-{arm}.jsonl").read_bytes())
     check.summary(tmp_path, "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1")
     out = capsys.readouterr().out
-    evaluation = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    evaluation = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation-log.md").read_text())
+    summary = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
     for arm in check.ARMS:
         line = next(x for x in out.splitlines() if x.strip().startswith(f"{arm}:"))
         wdl = re.search(r"\+(\d+) =(\d+) -(\d+) in 1000", line)
@@ -129,3 +130,7 @@ def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
         assert f"{arm} {wdl.group(1)}-{wdl.group(2)}-{wdl.group(3)}" in evaluation
     diff = re.search(r"per-game minus shared: ([+-]\d\.\d+) in score", out)
     assert diff is not None and f"{diff.group(1)} in score" in evaluation
+    scores = {arm: (s.wins + s.draws / 2) / s.games for arm, s in
+              ((arm, check.total(tmp_path, arm, "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1"))
+               for arm in check.ARMS)}
+    assert f"scored {scores['per-game']:.3f} against {scores['shared']:.3f}, {diff.group(1)} +-" in summary

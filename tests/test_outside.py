@@ -76,7 +76,7 @@ def test_pool_does_not_depend_on_how_games_are_split_and_disagreeing_matches_wid
 
 
 def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries():
-    """docs/evaluation.md ("Checked outside the match runner"): seed 13's network, 101 games against two rungs."""
+    """docs/evaluation-log.md ("Checked outside the match runner"): seed 13's network, 101 games against two rungs."""
     pool = load("pool")
     matches = [pool.parse(str(OUTSIDE / "seed13-fairy-stockfish-2b.json")),
                pool.parse(str(OUTSIDE / "seed13-fairy-stockfish-3.json")), pool.parse("5-0-16@1054")]
@@ -87,7 +87,7 @@ def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries()
 
 
 def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
-    """docs/evaluation.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
+    """docs/evaluation-log.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
     match, and pool.py puts them at the figures quoted, on the table the match was started against and on this one."""
     pool, om = load("pool"), load("outside_match")
     stem = OUTSIDE / "seed16-1600-fairy-stockfish-1"
@@ -101,7 +101,7 @@ def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rati
     now = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1034")])
     assert [round(started[k]) for k in ("rating", "rating_low", "rating_high")] == [1008, 900, 1116]
     assert [round(now[k]) for k in ("rating", "rating_low", "rating_high")] == [999, 891, 1107]
-    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation-log.md").read_text())
     assert "18-0-22 (0.45): 999 [891, 1107]" in text
 
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():

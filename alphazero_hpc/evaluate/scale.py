@@ -51,7 +51,7 @@ RUNGS: tuple[str, ...] = (
     "stockfish:skill=0,depth=1",
     # Stockfish skill 0 at 100 ms a move was a rung until 2026-12-04 and is no longer: its games closed a loop with
     # the anchor and depth 1 that the direct games contradict (the anchor ~+100 over depth 1 in the package's 160
-    # games and ~+175 outside, ~0 through 100 ms; docs/evaluation.md, "The top link re-frozen"). The networks play the
+    # games and ~+175 outside, ~0 through 100 ms; docs/evaluation-log.md, "The top link re-frozen"). The networks play the
     # rungs at and below depth 1, so the anchor is tied to them directly (depth 1 and Fairy-Stockfish -1), and the
     # scale has one rung that rests on the CPU's speed instead of two. Its games stay in the calibration's ledger.
     "stockfish:elo=1350,tc=60+0.6",
@@ -248,7 +248,7 @@ def rung_matches(entries: Iterable[LedgerEntry]) -> list[tuple[str, str, MatchSc
 def shared_engine_block(entry: LedgerEntry) -> bool:
     """A block in which an engine searching beyond depth 1 answered all the block's games from one process (before
     2026-12-04): its hash and time management carried other games' searches, and the anchor scored 0.61 that way
-    against depth 1 where it scored 0.79 one game at a time (docs/evaluation.md, "The runner"). Not a calibration
+    against depth 1 where it scored 0.79 one game at a time (docs/evaluation-log.md, "The runner: one engine process per game"). Not a calibration
     game any more."""
     return not entry.get("engine_per_game") and any(map(plays_per_game, (entry["player"], entry["opponent"])))
 

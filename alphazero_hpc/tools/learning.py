@@ -88,7 +88,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     "4x64-g32": (*_gumbel(32, 0.5), *_big(4), *_training()),
     # 4x64-bf16 with a learning rate that falls over the run (train.lr_decay 0.985 per generation: half at
     # generation 46, 0.26 at 88, where its 2 CPU-hours ended). Tried because 4x64-bf16 and 4x64-g32 stopped near 500;
-    # it did worse (213 against 490-520, docs/evaluation.md): kept as a measured negative
+    # it did worse (213 against 490-520, docs/evaluation-log.md): kept as a measured negative
     "4x64-decay": (*_gumbel(16, 0.5), *_big(4), *_training(lr_decay=0.985)),
     # 4x64-bf16 with 8 training samples per new position over the last 6 generations (3 over 3): its 2 CPU-hours made
     # only ~11k SGD steps, training was ~12% of the CPU, and the falling rate did worse, so this buys more learning

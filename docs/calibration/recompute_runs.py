@@ -1,5 +1,5 @@
 """The fifteen 2-CPU-hour runs' ratings at PUCT 800, T=3, tree reuse (docs/evaluation.md's table), fitted again from
-each network's games against the rungs, as written in docs/evaluation.md: with the rungs' calibration carried whole
+each network's games against the rungs, as written in docs/evaluation-log.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
 seeds`` computes it; then the same for the nine networks rated at PUCT 1600, T=3, tree reuse; then the doublings
@@ -11,7 +11,7 @@ TABLE: a scale table (default: the shipped one). The "documented" column is each
 at PUCT 800 and seeds 5-10 at 1600 on the table of 2026-11-24, before the re-freeze with the top link's replay; seed
 13 at 1600 and seeds 15 and 16 on that of 2026-12-02 (with covariances), seed 16 at 1600 on that of b52dcf8
 (2026-12-04, the anchor tied directly to the rungs below it). The shipped table is the one re-frozen after it on
-2026-12-04 with the anchor's 150 games played one engine process per game (docs/evaluation.md, "The runner: one
+2026-12-04 with the anchor's 150 games played one engine process per game (docs/evaluation-log.md, "The runner: one
 engine process per game" and "The anchor's link completed"; its first 80 games alone: `git show
 60ad63e:alphazero_hpc/evaluate/scale.json`). To check the transcription against the printed figures (all but seed 7 at 1600 and the
 supervised network, whose games against the anchor are left out, below):
@@ -54,7 +54,7 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     15: ("1012 [918, 1106]", "greedy 10-0-0, -4 10-0-0, -3 20-0-10, -2 18-3-29"),
     16: ("992 [896, 1088]", "greedy 10-0-0, -2 11-4-15, -1 3-1-6, sf 0-1-9, -3 12-0-8"),
 }
-# the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation.md, the table after the float32 run): seeds
+# the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation-log.md, the table after the float32 run): seeds
 # 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances), seed 16 as printed on the table of 2026-12-04
 RUNS_1600 = {
     5: ("1103 [1020, 1187]", "sf 3-1-6, -1 17-2-31, -2 19-1-10, greedy 10-0-0"),
@@ -69,10 +69,10 @@ RUNS_1600 = {
 }
 # the two doublings measured at T=1 without tree reuse (docs/evaluation.md's table: PUCT 800 -> PUCT 1600), as printed
 DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
-# the supervised track (docs/evaluation.md, "A supervised start"): 70 of its 94 games listed (its 4 check games not, and its 20 against the anchor left out, below)
+# the supervised track (docs/evaluation.md, "The supervised track"): 70 of its 94 games listed (its 4 check games not, and its 20 against the anchor left out, below)
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9")  # and anchor 5-0-15, see below
 # Seed 7's 4-0-6 and the supervised network's 5-0-15 against the anchor were played before 2026-12-04, when one
-# Stockfish process answered every game of a block in turn, which weakened the anchor (docs/evaluation.md, "The
+# Stockfish process answered every game of a block in turn, which weakened the anchor (docs/evaluation-log.md, "The
 # runner: one engine process per game"): like every fit of the package, these leave them out.
 
 

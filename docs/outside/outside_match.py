@@ -5,7 +5,7 @@ Nothing of alphazero_hpc is imported: the network plays through ``azhpc uci`` li
 this script's own (seeded random plies, each opening once with each colour, not the package's book), and a game is
 scored by the rules alone (mate, stalemate, insufficient material, a threefold repetition or fifty moves once they
 have occurred, a draw after --max-plies; no material adjudication). It checks that a rating printed by
-``azhpc evaluate --scale`` holds outside the package's own match runner (docs/evaluation.md, "Checked outside the
+``azhpc evaluate --scale`` holds outside the package's own match runner (docs/evaluation-log.md, "Checked outside the
 match runner").
 
     python docs/outside/outside_match.py \\
