@@ -67,6 +67,10 @@ RUNS_1600 = {
     15: ("1176 [1087, 1265]", "greedy 10-0-0, -2 7-0-3, -1 21-1-28, sf 13-4-13"),
     16: ("1066 [979, 1152]", "greedy 10-0-0, -2 23-1-6, -1 16-1-33, sf 1-0-9"),
 }
+# twice the search again, PUCT 3200, T=3, tree reuse (docs/evaluation-log.md, "Seed 16 at PUCT 3200"): one network, as printed
+RUNS_3200 = {
+    16: ("1071 [976, 1166]", "greedy 10-0-0, -2 7-0-3, -1 26-1-23, sf 10-6-14"),
+}
 # the two doublings measured at T=1 without tree reuse (docs/evaluation.md's table: PUCT 800 -> PUCT 1600), as printed
 DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
 # the supervised track (docs/evaluation.md, "The supervised track"): 70 of its 94 games listed (its 4 check games not, and its 20 against the anchor left out, below)
@@ -91,6 +95,11 @@ def main() -> None:
     print("\nPUCT 1600, T=3, tree reuse (the documented setting since 2026-12-04)")
     at1600, _ = table(rungs, list(RUNS_1600.items()))
     doublings(at800, at1600, summary800.calibration_half)
+    print("\nPUCT 3200, T=3, tree reuse (not the documented setting: too few networks rated there)")
+    for seed, (documented, text) in RUNS_3200.items():
+        r = scale_fit(games(text), rungs)["net"]
+        print(f"seed {seed}: documented {documented}, refitted {r.elo:.0f} [{r.low:.0f}, {r.high:.0f}], "
+              f"{r.elo - at1600[seed]:+.0f} over its PUCT 1600 ({at1600[seed]:.0f})")
 
 
 def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal800: float) -> None:
