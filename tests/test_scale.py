@@ -409,13 +409,17 @@ def test_calibration_tasks_split_the_blocks_still_missing_and_never_take_one_twi
 def test_every_fit_counts_a_block_by_one_rule():
     """counts_in_fit: the rules a block was scored under, and whether its engine shared one process among its
     games; a depth-1 rung (one answer a move, no hash carried) counts either way."""
-    block = {"player": "gen:3", "opponent": "stockfish:skill=0,depth=1", "adjudicate_material": 0}
-    assert counts_in_fit(block) and not counts_in_fit(block, adjudicate_material=2)
-    assert counts_in_fit({**block, "adjudicate_material": 2}, adjudicate_material=2)
-    assert not counts_in_fit({**block, "adjudicate_material": 2})
-    anchor = {**block, "opponent": ANCHOR}
-    assert not counts_in_fit(anchor) and counts_in_fit({**anchor, "engine_per_game": True})
-    assert not counts_in_fit({k: v for k, v in anchor.items() if k != "adjudicate_material"})  # older blocks: rules 0
+    from alphazero_hpc.evaluate.ledger import LedgerEntry
+
+    def block(**changes: object) -> LedgerEntry:
+        fields = {"player": "gen:3", "opponent": "stockfish:skill=0,depth=1", "adjudicate_material": 0, **changes}
+        return cast(LedgerEntry, {k: v for k, v in fields.items() if v is not None})
+
+    assert counts_in_fit(block()) and not counts_in_fit(block(), adjudicate_material=2)
+    assert counts_in_fit(block(adjudicate_material=2), adjudicate_material=2)
+    assert not counts_in_fit(block(adjudicate_material=2))
+    assert not counts_in_fit(block(opponent=ANCHOR)) and counts_in_fit(block(opponent=ANCHOR, engine_per_game=True))
+    assert not counts_in_fit(block(opponent=ANCHOR, adjudicate_material=None))  # older blocks: rules 0
 
 
 def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
