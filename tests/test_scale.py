@@ -451,6 +451,30 @@ def test_engines_play_a_recorded_match_on_a_clock(tmp_path, engines):
         player.close()
 
 
+def test_a_plan_can_give_depth_1_engines_a_process_per_game(tmp_path, engines):
+    """docs/calibration/depth1_check.py's control arm: the same depth-1 pair, each game in its own processes, is a
+    block of its own identity; without the flag the pair shares one process per engine, as the ladder does."""
+    from alphazero_hpc.evaluate.runner import make_player
+    from alphazero_hpc.game.rules import Rules
+
+    pair = ("stockfish:skill=0,depth=1", "fairy-stockfish:skill=-12,depth=1")
+    shared = MatchPlan(*pair, 2, PlaySetup(0), "book:3", 0, 40)
+    apart = MatchPlan(*pair, 2, PlaySetup(0), "book:3", 0, 40, every_engine_per_game=True)
+    assert not shared.engine_per_game and apart.engine_per_game
+    assert apart.key == shared.key + "|engine_per_game"
+    paths = RunPaths(tmp_path / "cal")
+    for plan in (shared, apart):
+        player = make_player(pair[1], paths, Config(), plan, Rules(), "cpu")
+        try:
+            assert isinstance(player, EnginePlayer) and player.per_game is plan.every_engine_per_game
+        finally:
+            player.close()
+    entry, played = play_recorded(paths, Config(), apart, "cpu")
+    assert played and entry.get("engine_per_game") is True and not shared_engine_block(entry)
+    entry, played = play_recorded(paths, Config(), shared, "cpu")  # a block of its own, not the one above
+    assert played and "engine_per_game" not in entry and len(read_ledger(paths)) == 2
+
+
 def test_a_move_that_overruns_the_clock_is_counted_and_the_clock_restarts_at_the_increment(engines, monkeypatch):
     import time
 

@@ -168,11 +168,12 @@ class EnginePlayer:
     match keeps one board per game), holding a reference so that no later board can take its id.
     """
 
-    def __init__(self, spec: EngineSpec, paths: Mapping[str, str | None] | None = None, max_processes: int = 16) -> None:
+    def __init__(self, spec: EngineSpec, paths: Mapping[str, str | None] | None = None, max_processes: int = 16,
+                 per_game: bool | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.overruns = 0
-        self.per_game = plays_per_game(spec.name)
+        self.per_game = plays_per_game(spec.name) if per_game is None else per_game  # None: beyond depth 1 only
         self.max_processes = max(1, max_processes)
         self._clocks: dict[int, tuple[chess.Board, float]] = {}
         self._binary = find_engine(spec.engine, (paths or {}).get(spec.engine))

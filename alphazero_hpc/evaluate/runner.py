@@ -37,6 +37,8 @@ class MatchPlan:
     seed: int
     max_plies: int
     adjudicate_material: int = 0
+    # every engine gets a process per game, depth 1 too (docs/calibration/depth1_check.py's control arm)
+    every_engine_per_game: bool = False
 
     @property
     def generation(self) -> int | None:
@@ -55,7 +57,11 @@ class MatchPlan:
     @property
     def engine_per_game(self) -> bool:
         """An engine of this match plays each game in its own process (``EnginePlayer``)."""
-        return any(map(plays_per_game, (self.player, self.opponent)))
+        return any(map(self.engine_plays_per_game, (self.player, self.opponent)))
+
+    def engine_plays_per_game(self, name: str) -> bool:
+        """Whether player ``name``, if an engine, gets a process per game in this match."""
+        return plays_per_game(name) or (self.every_engine_per_game and is_engine_spec(name))
 
     @property
     def pgn_name(self) -> str:
@@ -111,7 +117,7 @@ def make_player(name: str, paths: RunPaths, cfg: Config, plan: MatchPlan, rules:
         return GreedyPlayer(seed)
     if name.startswith("gen:"):
         return _net_player(paths, cfg, int(name[4:]), plan.setup, rules, device)
-    return EnginePlayer(parse_engine(name), engines)
+    return EnginePlayer(parse_engine(name), engines, per_game=plan.engine_plays_per_game(name))
 
 
 def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: int | None = None,

@@ -18,7 +18,6 @@ import argparse
 from pathlib import Path
 
 from alphazero_hpc.config import Config
-from alphazero_hpc.evaluate import engines, runner
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.ledger import PlaySetup, read_ledger
 from alphazero_hpc.evaluate.match import book_openings
@@ -29,18 +28,12 @@ from alphazero_hpc.store.paths import RunPaths
 ARMS = ("shared", "per-game")
 
 
-def plans(player: str, opponent: str, blocks: int, games: int) -> list[MatchPlan]:
+def plans(player: str, opponent: str, blocks: int, games: int, per_game: bool) -> list[MatchPlan]:
+    """``per_game``: every engine, depth 1 too, gets a process per game (the blocks' keys end in ``|engine_per_game``)."""
     book = len(book_openings())
-    return [MatchPlan(player, opponent, games, PlaySetup(0), f"book:{(b * games // 2) % book}", b, MAX_PLIES)
+    return [MatchPlan(player, opponent, games, PlaySetup(0), f"book:{(b * games // 2) % book}", b, MAX_PLIES,
+                      every_engine_per_game=per_game)
             for b in range(blocks)]
-
-
-def every_engine_per_game() -> None:
-    """Every engine, depth 1 too, gets a process per game (its blocks' keys end in ``|engine_per_game``)."""
-    def per_game(spec: str) -> bool:
-        return engines.is_engine_spec(spec)
-    engines.plays_per_game = per_game  # type: ignore[assignment]
-    runner.plays_per_game = per_game  # type: ignore[assignment]
 
 
 def total(out: Path, arm: str, player: str, opponent: str) -> MatchScore:
@@ -75,11 +68,9 @@ def main() -> None:
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args()
     if not args.summary:
-        if args.arm == "per-game":
-            every_engine_per_game()
         paths = RunPaths(args.out / args.arm)
         paths.eval_dir.mkdir(parents=True, exist_ok=True)
-        for plan in plans(args.player, args.opponent, args.blocks, args.games):
+        for plan in plans(args.player, args.opponent, args.blocks, args.games, args.arm == "per-game"):
             entry, now = play_recorded(paths, Config(), plan, "cpu")
             print(f"[{args.arm}] block {plan.seed}: +{entry['wins']} ={entry['draws']} -{entry['losses']}"
                   f" ({entry['seconds']} s{'' if now else ', already in the ledger'})", flush=True)
