@@ -172,7 +172,8 @@ class SelfPlayConfig:
     adjudicate_material: int = 0  # > 0: a game drawn by max_plies, repetition or no progress while a side is at least
                                   # this much material ahead (pawn 1, knight and bishop 3, rook 5, queen 9) counts as
                                   # that side's win. 0: draws stay draws (AlphaZero). Gives small runs, whose games
-                                  # mostly end in such draws, a value target (docs/evaluation.md)
+                                  # mostly end in such draws, a value target (docs/evaluation-log.md,
+                                  # "What was wrong, and what fixed it")
     adjudicate_rule_draws: bool = True  # with adjudicate_material: draws by repetition and no progress are scored on
                                         # material too. False: only a game cut at max_plies is; a side ahead that
                                         # repeats or stalls gets a draw

@@ -1,7 +1,7 @@
 """Attack maps from the rules, as extra input planes: what each side attacks and which pieces hang.
 
 A small network learns slowly that a piece attacked by a pawn, or attacked and not defended, is lost on the
-next move; the self-play networks of docs/evaluation.md lost most games that way. These planes give it that
+next move; the self-play networks of docs/evaluation-log.md lost most games that way. These planes give it that
 from the rules, computed from the same bitboards the other planes are made of (numpy over a whole batch, no
 per-position Python): set-wise fills for the sliders (Kogge-Stone), shifts for the rest. Attacks are
 pseudo-legal: a pinned piece still attacks, x-rays do not count, en passant is ignored.

@@ -99,7 +99,7 @@ def search_rules(max_plies: int, mate_in_one: bool = False) -> Rules:
     """What an evaluating network's search (not the game) counts as the end: as lc0 does, a position seen before
     in the game or the tree is a draw, so a side that is ahead makes progress instead of repeating moves until
     the threefold claim (the learning run's networks drew 19 of 20 won games against random that way;
-    docs/evaluation.md). The game itself ends by the rules of chess (``chess_ending``)."""
+    docs/evaluation-log.md, "What was wrong, and what fixed it"). The game itself ends by the rules of chess (``chess_ending``)."""
     return Rules(repetitions_for_draw=2, no_progress_plies=100, max_plies=max_plies, mate_in_one=mate_in_one)
 
 
