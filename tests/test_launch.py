@@ -196,10 +196,19 @@ def _progress_mark(st: dict) -> tuple:
                   g["train"]["step"], g["train"]["attempt"], tuple(j["state"] for j in g["jobs"])) for g in st["generations"])
 
 
+def still_patient(start: float, timeout: float, moving: bool = False) -> bool:
+    """Whether a wait begun at ``start`` goes on: within ``timeout`` (a quiet machine's time, with room), and past it
+    up to three times as long while what it waits on still moves (``moving``, where the caller can tell) or the
+    machine is busier than its cores (1-minute load average): a loaded machine is slow to start a task's Python and
+    torch and to run it, a task that never starts or a run that hangs still fails."""
+    waited = time.time() - start
+    return waited < timeout or (waited < 3 * timeout and (moving or os.getloadavg()[0] > (os.cpu_count() or 1)))
+
+
 def wait_for_run(run: Path, timeout: float, stall: float = 180) -> dict:
-    """Wait until no job of the run is alive. Past ``timeout`` (what the run takes on a quiet machine, with room),
-    keep waiting only while the run still moves (a position, a step, an attempt or a job state changed in the last
-    ``stall`` seconds) and never past three times ``timeout``: a loaded machine slows a run, a hung one fails."""
+    """Wait until no job of the run is alive: within ``timeout`` (what the run takes on a quiet machine, with room),
+    and past it as ``still_patient`` allows, the run moving meaning a position, a step, an attempt or a job state
+    changed in the last ``stall`` seconds."""
     start = last_move = time.time()
     mark = None
     while True:
@@ -211,7 +220,7 @@ def wait_for_run(run: Path, timeout: float, stall: float = 180) -> dict:
         now = time.time()
         if _progress_mark(st) != mark:
             mark, last_move = _progress_mark(st), now
-        if now - start > 3 * timeout or (now - start > timeout and now - last_move > stall):
+        if not still_patient(start, timeout, moving=now - last_move < stall):
             break
         time.sleep(3)
     subprocess.run(["scancel", "--name", f"azhpc-{run.name}-sp0"])
@@ -244,14 +253,6 @@ def still_queued(job_ids: set[str], timeout: float) -> list[str]:
         if not left or time.time() > deadline:
             return left
         time.sleep(1)
-
-
-def still_patient(start: float, timeout: float) -> bool:
-    """Whether a wait begun at ``start`` goes on: within ``timeout`` (a quiet machine's time, with room), and past it
-    up to three times as long while the machine is busier than its cores (1-minute load average): a loaded machine
-    is slow to start a task's Python and torch, a task that never starts still fails."""
-    waited = time.time() - start
-    return waited < timeout or (waited < 3 * timeout and os.getloadavg()[0] > (os.cpu_count() or 1))
 
 
 def wait_until_running(progress: Path, timeout: float = 120) -> dict:
