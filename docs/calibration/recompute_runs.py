@@ -3,7 +3,8 @@ each network's games against the rungs, as written in docs/evaluation-log.md: wi
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
 seeds`` computes it; then the same for the nine networks rated at PUCT 1600, T=3, tree reuse; then the doublings
-from 800 to 1600 and the estimate of every run's mean at 1600 that they give.
+from 800 to 1600 and the estimate of every run's mean at 1600 that they give; then the networks rated at PUCT 3200 and the
+estimate of the nine's mean there that their gains over 1600 give.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
@@ -95,25 +96,24 @@ def main() -> None:
     print("PUCT 800, T=3, tree reuse (every run; the documented setting until 2026-12-04)")
     at800, summary800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
     print("\nPUCT 1600, T=3, tree reuse (the documented setting since 2026-12-04)")
-    at1600, _ = table(rungs, list(RUNS_1600.items()))
+    at1600, summary1600 = table(rungs, list(RUNS_1600.items()))
     doublings(at800, at1600, summary800.calibration_half)
     print("\nPUCT 3200, T=3, tree reuse (not the documented setting: too few networks rated there)")
     gains = []
     for seed, (documented, text) in RUNS_3200.items():
         r = scale_fit(games(text), rungs)["net"]
-        gains.append(r.elo - at1600[seed])
+        gains.append(round(r.elo - at1600[seed]))
         print(f"seed {seed}: documented {documented}, refitted {r.elo:.0f} [{r.low:.0f}, {r.high:.0f}], "
-              f"{gains[-1]:+.0f} over its PUCT 1600 ({at1600[seed]:.0f})")
-    print(f"1600 -> 3200 on {len(gains)} networks: mean {statistics.mean(gains):+.0f}; the nine at 1600 plus that: "
-          f"~{statistics.mean(at1600.values()) + statistics.mean(gains):.0f} (an extrapolation)")
-
+              f"{gains[-1]:+d} over its PUCT 1600 ({at1600[seed]:.0f})")
+    print(f"1600 -> 3200 on {len(gains)} networks: {min(gains):+d} to {max(gains):+d}, mean {statistics.mean(gains):+.0f}")
+    estimate(f"the {len(at1600)} runs' mean at 3200", "1600", list(at1600.values()), gains,
+             summary1600.calibration_half)
 
 def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal800: float) -> None:
     """800 -> 1600 on the networks rated at both, each side refitted on the same table (the documented points can
     come from different tables: seed 16's 800 was printed on that of 2026-12-02, its 1600 on that of 2026-12-04),
     with the two at T=1 without reuse (as printed, both on one table); then the mean of every run at 1600 as an
-    estimate: the mean at 800 plus the doublings' mean, their standard errors taken as independent (Student's t at
-    the runs' degrees of freedom), the rungs' calibration at 800 added in quadrature."""
+    estimate (``estimate``)."""
     t3 = {seed: round(at1600[seed] - at800[seed]) for seed in at1600 if seed in at800}
     print("doublings at T=3 with reuse, refitted: " + ", ".join(f"seed {k} {v:+d}" for k, v in t3.items()))
     every = [b - a for a, b in DOUBLINGS_T1.values()] + list(t3.values())
@@ -122,15 +122,20 @@ def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal
         n, mean, sd = len(gains), statistics.mean(gains), statistics.stdev(gains)
         half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         print(f"{label}: {min(gains):+d} to {max(gains):+d}, mean {mean:+.0f} [{mean - half:+.0f}, {mean + half:+.0f}]")
-    runs800 = list(at800.values())
-    n, mean800, gain = len(runs800), statistics.mean(runs800), statistics.mean(every)
-    se = math.hypot(statistics.stdev(runs800) / math.sqrt(n), statistics.stdev(every) / math.sqrt(len(every)))
+    estimate(f"the {len(at800)} runs' mean at 1600", "800", list(at800.values()), every, cal800)
+
+
+def estimate(label: str, base: str, runs: list[float], gains: list[float], cal: float) -> None:
+    """A mean at twice the search, estimated: the runs' mean at ``base`` plus the mean gain of the networks rated at
+    both, their standard errors taken as independent (Student's t at the runs' degrees of freedom), the rungs'
+    calibration at ``base`` added in quadrature."""
+    n, mean, gain = len(runs), statistics.mean(runs), statistics.mean(gains)
+    se = math.hypot(statistics.stdev(runs) / math.sqrt(n), statistics.stdev(gains) / math.sqrt(len(gains)))
     half = student_t_quantile(0.975, n - 1) * se
-    both = math.hypot(half, cal800)
-    estimate = mean800 + gain
-    print(f"the {n} runs' mean at 1600, estimated ({mean800:.0f} at 800 {gain:+.0f}): ~{estimate:.0f}, roughly "
-          f"[{estimate - half:.0f}, {estimate + half:.0f}], [{estimate - both:.0f}, {estimate + both:.0f}] with the "
-          f"rungs' calibration (+-{cal800:.0f})")
+    both = math.hypot(half, cal)
+    point = mean + gain
+    print(f"{label}, estimated ({mean:.0f} at {base} {gain:+.0f}): ~{point:.0f}, roughly [{point - half:.0f}, "
+          f"{point + half:.0f}], [{point - both:.0f}, {point + both:.0f}] with the rungs' calibration (+-{cal:.0f})")
 
 
 def table(rungs: list[ScaleRung], runs: list[tuple[int | str, tuple[str, str]]]) -> tuple[dict[int | str, float], SeedSummary]:
