@@ -583,6 +583,9 @@ def test_fit_scale_writes_a_table_the_rating_can_load(tmp_path):
     assert "(anchor)" in text and "a clock (CPU speed)" in text and "1320 +- 33" in text
     assert f"fit: chi-square 0.0 on 0 degrees of freedom over {len(RUNGS) - 1} pairs" in text, text  # a chain: exact
     assert table["provenance"]["load_average_range"] == [0.5, 0.7]
+    # the command line prints the same table, under the option's one name (--scale-table, as for evaluate and elo)
+    shown = run_cli("ladder", "show", "--scale-table", str(where))
+    assert shown.returncode == 0 and shown.stdout.strip() == text.strip(), shown.stderr
     # the CPUs that played the blocks, not the one that fits them; blocks from before the field as such
     b = len(RUNGS) - 8  # the blocks between the first 6 and the last
     assert table["provenance"]["cpu"] == f"Test CPU A (6 blocks); Test CPU B ({b} blocks); cpu not recorded (1 block)"

@@ -210,7 +210,8 @@ def ladder() -> None:
 
 
 @ladder.command("show")
-@click.option("--table", type=click.Path(path_type=Path, exists=True, dir_okay=False), help="A table of azhpc ladder fit [default: the shipped one].")
+@click.option("--scale-table", "--table", "table", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A table of azhpc ladder fit [default: the shipped one] (--table: its earlier name).")
 def ladder_show(table: Path | None) -> None:
     """Print the scale: every rung, its rating and 95% interval, and what it rests on."""
     from ..evaluate.scale import render_table

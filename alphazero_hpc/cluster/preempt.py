@@ -19,8 +19,8 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
+from .procs import descendants
 from .slurmenv import SlurmEnv
 
 EXIT_REQUEUE = 75  # EX_TEMPFAIL: "stopped in time, state saved, run me again"
@@ -107,27 +107,6 @@ def requeue_this_job() -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"scontrol requeue {job} failed: {exc}"
     return "" if proc.returncode == 0 else f"scontrol requeue {job} failed: {proc.stderr.strip() or proc.returncode}"
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (from /proc; torchrun starts its workers in sessions of their own,
-    so a process group does not reach them)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def signal_tree(pid: int, signum: int) -> None:

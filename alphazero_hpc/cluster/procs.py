@@ -63,6 +63,22 @@ def pids() -> list[int]:
         return []
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (torchrun starts its workers in sessions of their own, so a process group
+    does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for child in pids():
+        up = parent(child)
+        if up is not None:
+            children.setdefault(up, []).append(child)
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def cwd(pid: int) -> str | None:
     """The process's working directory."""
     try:

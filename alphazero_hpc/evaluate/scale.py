@@ -142,7 +142,7 @@ def task_blocks(paths: RunPaths, spec: CalibrationSpec, task: int, tasks: int) -
     claim file (``OUT/eval/claims``, cleared when a calibration is launched) unless another task's is there, so two
     tasks do not play one block; should they anyway (tasks that started at different times, a launch beside a
     running one), the ledger keeps it once."""
-    claims = paths.eval_dir / "claims"
+    claims = paths.eval_claims
     claims.mkdir(parents=True, exist_ok=True)
     done = {e["key"] for e in read_ledger(paths)}
     missing = [p for p in calibration_plans(spec) if p.key not in done]
@@ -201,8 +201,8 @@ def calibrate(out: Path, spec: CalibrationSpec, tasks: int, engines: dict[str, s
 def _prepare(out: Path, spec: CalibrationSpec) -> RunPaths:
     paths = RunPaths(out)
     paths.logs.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(paths.eval_dir / "claims", ignore_errors=True)  # a new launch: the blocks still missing are free
-    atomic.write_json(out / "calibration.json", {"schema": SCHEMA, **spec.__dict__, "rungs": list(spec.rungs)},
+    shutil.rmtree(paths.eval_claims, ignore_errors=True)  # a new launch: the blocks still missing are free
+    atomic.write_json(paths.calibration_plan, {"schema": SCHEMA, **spec.__dict__, "rungs": list(spec.rungs)},
                       doing="writing the calibration plan")
     return paths
 
@@ -233,7 +233,7 @@ def submit_calibration(out: Path, spec: CalibrationSpec, tasks: int, engines: di
         raise AzhpcError(f"sbatch refused the calibration array: {text[text.find('error:'):][:300]}; check "
                          "--partition/--account/--qos") from exc
     job = jobs[0].job_id.split("_")[0]
-    atomic.write_json(out / "calibration-jobs.json", {"jobs": [job], "tasks": tasks}, doing="recording the calibration job")
+    atomic.write_json(paths.calibration_jobs, {"jobs": [job], "tasks": tasks}, doing="recording the calibration job")
     return job
 
 

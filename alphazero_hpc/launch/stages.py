@@ -38,7 +38,7 @@ from ..cluster.slurmenv import RDZV_PORT_BASE, SlurmEnv, without_job_environment
 from ..config import Config
 from ..errors import AzhpcError, failure_line, report
 from ..store.paths import RunPaths, check_run_root
-from ..store.progress import Ended, TrainProgress, read_train_outcomes, read_train_progress
+from ..store.progress import Ended, TrainProgress, clear_train_outcomes, read_train_outcomes, read_train_progress
 from ..store.runconfig import read_run_config, resolve_run_config
 from ..store.shards import generation_totals
 
@@ -308,8 +308,7 @@ def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
     rank's message) from the outcome records that this node's ranks wrote (``--outcomes``)."""
     global _torchrun
     folder = Path(cmd[cmd.index("--outcomes") + 1])
-    for stale in folder.glob("local-*.json"):  # an earlier attempt's
-        stale.unlink()
+    clear_train_outcomes(folder)  # an earlier attempt's
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
     # a stage killed hard (SIGKILL, the OOM killer) takes torchrun with it: its ranks save their state and stop

@@ -293,7 +293,7 @@ def collect(run_dir: Path) -> RunStatus:
     by_generation: dict[int, list[JobRecord]] = {}  # grouped once: a long run has thousands of jobs
     for job in record.jobs if record is not None else []:
         by_generation.setdefault(job.generation, []).append(job)
-    evaluated = _evaluated(paths)
+    evaluated = paths.evaluated()
     generations = [_generation(paths, cfg, plan, [_job_row(j, plan, states) for j in by_generation.get(g, [])], states,
                                record, g, ledger, evaluated) for g in range(plan.generations)]
     pretrain = None
@@ -376,14 +376,6 @@ def _job_row(job: JobRecord, plan: LaunchPlan, states: dict[str, scheduler.JobSt
     found = [states[k] for k in keys if states.get(k)] or [states[k] for k in [job.job_id] if states.get(k)]
     return replace(base, state="/".join(sorted({e.state for e in found})) or "UNKNOWN (not in squeue/sacct)",
                    reason=",".join(sorted({e.reason for e in found if e.source == "squeue" and e.reason})))
-
-
-def _evaluated(paths: RunPaths) -> set[str]:
-    """The network folders under eval/ (one listing, so that a refresh opens no missing progress file per generation)."""
-    try:
-        return {p.name for p in paths.eval_dir.iterdir()}
-    except OSError:
-        return set()
 
 
 def _generation(paths: RunPaths, cfg: Config, plan: LaunchPlan, jobs: list[JobRow], states: dict,

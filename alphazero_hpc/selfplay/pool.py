@@ -40,6 +40,7 @@ from ..net.cputhreads import ThreadTuner
 from ..game.encoding import num_planes
 from ..errors import AzhpcError, failure_line
 from ..search.evaluator import Evaluator
+from ..store import atomic
 from ..store.paths import RunPaths
 from ..cluster.preempt import Stop, ignore_stop_signals
 from .engine import SelfPlayEngine, group_widths
@@ -349,7 +350,7 @@ class SearchPool:
         for shard in w.shards:  # a shard being written when it died: drop the writer's temporaries
             for path in (self.paths.shard(self.generation, self.task, shard), self.paths.sidecar(self.generation, self.task, shard),
                          self.paths.pgn(self.generation, self.task, shard)):
-                for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+                for tmp in atomic.temporaries(path):
                     tmp.unlink(missing_ok=True)
         queue = sorted(set(queue) | set(w.shards) - set(self.paths.complete_shards(self.generation, self.task)))
         how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"

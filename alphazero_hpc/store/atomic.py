@@ -87,6 +87,12 @@ def read_json(path: os.PathLike[str] | str) -> Any:
         return json.load(fh)
 
 
+def temporaries(dest: os.PathLike[str] | str) -> list[Path]:
+    """The temporaries that writers of ``dest`` left (``atomic_path``'s names: a writer killed before its rename)."""
+    dest = Path(dest)
+    return sorted(dest.parent.glob(f".{dest.name}.*{TMP_SUFFIX}"))
+
+
 def remove_stale_temporaries(folder: Path) -> int:
     """Delete temporaries a killed writer left in ``folder``; returns how many were removed."""
     removed = 0

@@ -119,6 +119,28 @@ class RunPaths:
         """A match's games: under the network's generation, or under ``engines/`` for a match between engines."""
         return self.eval_dir / (f"gen-{generation:04d}" if generation is not None else "engines") / f"{name}.pgn"
 
+    @property
+    def eval_claims(self) -> Path:
+        """A ladder calibration's claimed blocks, a file each (``evaluate.scale``)."""
+        return self.eval_dir / "claims"
+
+    @property
+    def calibration_plan(self) -> Path:
+        """The ladder calibration this folder plays (``azhpc ladder calibrate --out``)."""
+        return self.root / "calibration.json"
+
+    @property
+    def calibration_jobs(self) -> Path:
+        """The SLURM array that plays it, where one was submitted."""
+        return self.root / "calibration-jobs.json"
+
+    def evaluated(self) -> set[str]:
+        """The names under ``eval/`` (one listing, so that a refresh opens no missing progress file per generation)."""
+        try:
+            return {p.name for p in self.eval_dir.iterdir()}
+        except OSError:
+            return set()
+
     def eval_progress(self, generation: int) -> Path:
         """The evaluation stage's progress for network ``generation``."""
         return self.eval_dir / f"gen-{generation:04d}" / "progress.json"

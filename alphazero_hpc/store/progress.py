@@ -281,10 +281,20 @@ class TrainOutcome(_JsonRecord):
         atomic.write_json(folder / f"local-{local_rank}.json", self.to_json(), doing="writing the training outcome")
 
 
+def _train_outcome_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("local-*.json"))
+
+
 def read_train_outcomes(folder: Path) -> list[TrainOutcome]:
     """The outcomes of a node's ranks that wrote one (a rank killed before its end wrote none)."""
-    found = (_read(TrainOutcome, p) for p in sorted(folder.glob("local-*.json")))
+    found = (_read(TrainOutcome, p) for p in _train_outcome_files(folder))
     return [o for o in found if o is not None]
+
+
+def clear_train_outcomes(folder: Path) -> None:
+    """Remove an earlier attempt's outcomes, before a node's ranks write this attempt's."""
+    for stale in _train_outcome_files(folder):
+        stale.unlink(missing_ok=True)
 
 
 @dataclass

@@ -28,7 +28,6 @@ from typing import Any, Callable, Literal, Sequence, get_args
 import h5py
 
 from ..cluster import procs
-from ..cluster.preempt import descendants
 from ..errors import AzhpcError
 from ..launch.record import azhpc_process_alive, pid_alive, read_record
 from ..launch.resume import resume
@@ -132,7 +131,7 @@ def _targets(paths: RunPaths, g: int, kind: Fault) -> list[Any]:
         t = read_train_progress(paths.train_progress(g + 1))
         if t is None or t.status != "running" or not azhpc_process_alive(t.pid, t.host):
             return []
-        commands = {p: procs.cmdline(p) or b"" for p in descendants(t.pid)}
+        commands = {p: procs.cmdline(p) or b"" for p in procs.descendants(t.pid)}
         return [p for p, c in commands.items() if b"alphazero_hpc.train" in c and b"torch.distributed.run" not in c]
     if kind == "corrupt-shard":  # a complete shard of a task still playing: training has not read it yet
         return [paths.shard(g, p.task, k) for p in _running_tasks(paths, g) for k in paths.complete_shards(g, p.task)]
