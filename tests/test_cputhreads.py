@@ -185,7 +185,9 @@ def test_pool_benchmark_reports_where_the_workers_time_goes():
     assert all(0 <= v <= 1.05 for v in shares.values()) and 0 < sum(shares.values()) <= 1.1
     outside = r.cpu_us_per_simulation_outside_network
     assert shares["rules"] > 0 and outside is not None and outside > 0
-    assert r.cpu_workers is not None and len(r.cpu_workers) == 2 and all(c > 0.1 for c in r.cpu_workers)
+    # each worker's CPU seconds per wall second: some, and at most one core's (a worker is one thread, no torch); not a
+    # floor above 0, which a loaded machine breaks (0.08-0.09 each beside a rating and the SLURM tests, 2026-12-05)
+    assert r.cpu_workers is not None and len(r.cpu_workers) == 2 and all(0 < c <= 1.05 for c in r.cpu_workers)
     assert "search workers' time" in r.render() and "CPU cores used" in r.render()
 
 
