@@ -110,6 +110,7 @@ def main() -> None:
     estimate(f"the {len(at1600)} runs' mean at 3200", "1600", list(at1600.values()), gains,
              summary1600.calibration_half)
 
+
 def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal800: float) -> None:
     """800 -> 1600 on the networks rated at both, each side refitted on the same table (the documented points can
     come from different tables: seed 16's 800 was printed on that of 2026-12-02, its 1600 on that of 2026-12-04),
