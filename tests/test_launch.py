@@ -218,8 +218,8 @@ def wait_for_run(run: Path, timeout: float, stall: float = 180) -> dict:
         if not active:
             return st
         now = time.time()
-        if _progress_mark(st) != mark:
-            mark, last_move = _progress_mark(st), now
+        if (now_mark := _progress_mark(st)) != mark:
+            mark, last_move = now_mark, now
         if not still_patient(start, timeout, moving=now - last_move < stall):
             break
         time.sleep(3)

@@ -2,7 +2,8 @@
 each network's games against the rungs, as written in docs/evaluation-log.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
-seeds`` computes it; then the same for the nine networks rated at PUCT 1600, T=3, tree reuse; then the doublings
+seeds`` computes it; then the same for the nine networks rated at PUCT 1600, T=3, tree reuse, with the supervised
+track's network of the fifty-sixth session rated there (run "sup", not in the mean); then the doublings
 from 800 to 1600 and the estimate of every run's mean at 1600 that they give; then the networks rated at PUCT 3200 and the
 estimate of the nine's mean there that their gains over 1600 give.
 
@@ -79,6 +80,10 @@ RUNS_3200 = {
 DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
 # the supervised track (docs/evaluation.md, "The supervised track"): 70 of its 94 games listed (its 4 check games not, and its 20 against the anchor left out, below)
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9")  # and anchor 5-0-15, see below
+# the same supervised command run again on 2026-12-05 (fifty-sixth session, the same 12,000 games, 1.15 CPU-hours on a
+# Zen 5) and its network rated at the recipe's play setting, PUCT 1600, T=3, tree reuse (docs/evaluation-log.md, "The
+# supervised network at PUCT 1600"), as printed; kept in docs/networks/supervised-d6-12k
+SUPERVISED_1600 = ("1543 [1450, 1635]", "greedy 10-0-0, -2 10-0-0, -1 10-0-0, sf 46-1-3, anchor 30-1-9")
 # Seed 7's 4-0-6 and the supervised network's 5-0-15 against the anchor were played before 2026-12-04, when one
 # Stockfish process answered every game of a block in turn, which weakened the anchor (docs/evaluation-log.md, "The
 # runner: one engine process per game"): like every fit of the package, these leave them out.
@@ -97,7 +102,7 @@ def main() -> None:
     print("PUCT 800, T=3, tree reuse (every run; the documented setting until 2026-12-04)")
     at800, summary800 = table(rungs, [*RUNS.items(), ("sup", SUPERVISED)])
     print("\nPUCT 1600, T=3, tree reuse (the documented setting since 2026-12-04)")
-    at1600, summary1600 = table(rungs, list(RUNS_1600.items()))
+    at1600, summary1600 = table(rungs, [*RUNS_1600.items(), ("sup", SUPERVISED_1600)])
     doublings(at800, at1600, summary800.calibration_half)
     print("\nPUCT 3200, T=3, tree reuse (not the documented setting: only the three kept networks can be rated there)")
     gains = []
