@@ -67,9 +67,9 @@ def test_the_transcribed_games_of_a_kept_network_are_its_ledgers(recompute, seed
 def test_the_supervised_network_s_transcribed_games_are_its_ledger(recompute):
     """The supervised track's network kept in docs/networks/supervised-d6-12k: the games recompute_runs.py fits at
     PUCT 1600 (its SUPERVISED_1600, the figure docs/evaluation.md quotes) are those of its ledger."""
-    written = {rung: score for _, rung, score in recompute.games(recompute.SUPERVISED_1600[1])}
-    assert written == ledger_games("supervised-d6-12k", 1600)
-    r = scale_fit(recompute.games(recompute.SUPERVISED_1600[1]), load_scale())["net"]
+    games = recompute.games(recompute.SUPERVISED_1600[1])
+    assert {rung: score for _, rung, score in games} == ledger_games("supervised-d6-12k", 1600)
+    r = scale_fit(games, load_scale())["net"]
     figure = f"{r.elo:.0f} [{r.low:.0f}, {r.high:.0f}]"
     assert recompute.SUPERVISED_1600[0] == figure
     assert f"**{r.elo:.0f} on the Stockfish 15.1 UCI_Elo scale [{r.low:.0f}, {r.high:.0f}] after 1.15 CPU-hours**" in \
