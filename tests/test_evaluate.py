@@ -114,6 +114,25 @@ def test_a_player_that_always_wins_comes_out_far_ahead():
     assert [o.first_is_white for o in outcomes] == [i % 2 == 0 for i in range(20)]  # colours alternate
 
 
+def test_a_block_says_that_its_games_move_before_any_ends(tmp_path, monkeypatch):
+    """A block of 16 games against the anchor's clock ends its first game only after ~25 minutes: between games' ends
+    the runner prints a line at most every PROGRESS_EVERY_S (games over, in play, moves played), none more often."""
+    from alphazero_hpc.config import Config
+    from alphazero_hpc.evaluate import runner
+    plan = runner.MatchPlan("greedy", "random", 4, PlaySetup(0), "book:3", 0, 30)
+    quiet: list[str] = []
+    runner.play_recorded(RunPaths(tmp_path / "a"), Config(), plan, "cpu", echo=quiet.append)
+    assert len(quiet) == 4 and not any("in play" in line for line in quiet)  # a fast block: its games' lines only
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.0)
+    lines: list[str] = []
+    entry, played = runner.play_recorded(RunPaths(tmp_path / "b"), Config(), plan, "cpu", echo=lines.append)
+    beats = [line for line in lines if "in play" in line]
+    assert played and lines[0] in beats and "0/4 games over, 4 in play, " in lines[0]
+    moves = [int(line.split(", ")[-1].split()[0]) for line in beats]
+    assert moves == sorted(moves) and moves[0] > 0
+    assert "4/4 games over, 0 in play" in beats[-1] and abs(moves[-1] - 4 * entry["mean_plies"]) <= 0.2
+
+
 def test_match_score_matches_known_strength():
     # B resigns at once in half of its games, otherwise the game is a draw at max_plies (random moves rarely
     # end 8 plies): A's expected score is 0.5 * 1 + 0.5 * 0.5 = 0.75, i.e. +190.8 Elo.

@@ -92,11 +92,15 @@ class GameOutcome:
 
 def play_match(first: Player, second: Player, games: int, openings: Sequence[Opening], max_plies: int,
                parallel: int = 64, event: str = "azhpc evaluate", adjudicate_material: int = 0,
-               on_game: Callable[[GameOutcome], None] | None = None) -> list[GameOutcome]:
-    """Play ``games`` games; returns them in index order."""
+               on_game: Callable[[GameOutcome], None] | None = None,
+               on_moves: Callable[[int, int], None] | None = None) -> list[GameOutcome]:
+    """Play ``games`` games; returns them in index order. ``on_game`` hears of each game as it ends, ``on_moves``
+    after each side's turn over the games in play with (games in play, moves played so far): with many games at
+    once on a slow clock, no game may end for half an hour, and that is how a caller shows that they move."""
     if not openings:
         raise AzhpcError("no openings to play from")
     outcomes: list[GameOutcome] = []
+    moves_played = 0
     for start in range(0, games, parallel):
         idx = list(range(start, min(games, start + parallel)))
         boards = {}
@@ -128,6 +132,9 @@ def play_match(first: Player, second: Player, games: int, openings: Sequence[Ope
                         del live[i]
                         if on_game is not None:
                             on_game(out)
+                moves_played += len(ids)
+                if on_moves is not None:
+                    on_moves(len(live), moves_played)
     return sorted(outcomes, key=lambda o: o.index)
 
 

@@ -136,6 +136,9 @@ def evaluate(run_dir: Path, cfg: Config, generation: int, opponent: str, games: 
                          echo)
 
 
+PROGRESS_EVERY_S = 120.0  # a block's heartbeat: its 16 games against the anchor's 60+0.6 end only after ~25 minutes
+
+
 def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "auto",
                   engines: Mapping[str, str | None] | None = None,
                   echo: Callable[[str], None] = lambda s: None) -> tuple[LedgerEntry, bool]:
@@ -160,6 +163,15 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
         echo(f"  game {sum(tally.values())}/{plan.games}: {plan.player} {'white' if o.first_is_white else 'black'} "
              f"{o.result} ({o.termination}, {o.plies} plies) | +{tally[1.0]} ={tally[0.5]} -{tally[0.0]}")
 
+    last_word = [t0]
+
+    def on_moves(in_play: int, moves: int) -> None:  # a line at most every PROGRESS_EVERY_S, between games' ends
+        now = time.perf_counter()
+        if now - last_word[0] >= PROGRESS_EVERY_S:
+            last_word[0] = now
+            echo(f"  {(now - t0) / 60:.0f} min: {sum(tally.values())}/{plan.games} games over, {in_play} in play, "
+                 f"{moves} moves played")
+
     try:
         # an engine with a process per game has at most max_processes: no more games at once than that, or their
         # processes would pass from game to game, each taking one with a new game (ucinewgame) at every move
@@ -167,7 +179,7 @@ def play_recorded(paths: RunPaths, cfg: Config, plan: MatchPlan, device: str = "
                                                if isinstance(p, EnginePlayer) and p.per_game])
         outcomes = play_match(player, rival, plan.games, book, plan.max_plies, parallel=parallel,
                               event=f"azhpc evaluate {paths.root.name}", adjudicate_material=plan.adjudicate_material,
-                              on_game=on_game)
+                              on_game=on_game, on_moves=on_moves)
     finally:
         player.close()
         rival.close()
