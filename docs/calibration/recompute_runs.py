@@ -82,7 +82,8 @@ DOUBLINGS_T1 = {1: (915, 950), 2: (970, 1032)}
 SUPERVISED = ("1250 [1175, 1325]", "-3 9-0-1, -2 10-0-0, -1 17-2-11, sf 9-2-9")  # and anchor 5-0-15, see below
 # the same supervised command run again on 2026-12-05 (fifty-sixth session, the same 12,000 games, 1.15 CPU-hours on a
 # Zen 5) and its network rated at the recipe's play setting, PUCT 1600, T=3, tree reuse (docs/evaluation-log.md, "The
-# supervised network at PUCT 1600"), as printed; kept in docs/networks/supervised-d6-12k
+# supervised network at PUCT 1600" and "The supervised network's rating completed": 120 games in the fifty-sixth
+# session, the rest to the 200-game cap in the fifty-seventh), as printed; kept in docs/networks/supervised-d6-12k
 SUPERVISED_1600 = ("1605 [1526, 1684]", "greedy 10-0-0, -2 10-0-0, -1 10-0-0, sf 86-1-3, anchor 64-1-15")
 # Seed 7's 4-0-6 and the supervised network's 5-0-15 against the anchor were played before 2026-12-04, when one
 # Stockfish process answered every game of a block in turn, which weakened the anchor (docs/evaluation-log.md, "The
