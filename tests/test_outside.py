@@ -104,6 +104,29 @@ def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rati
     text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation-log.md").read_text())
     assert "18-0-22 (0.45): 999 [891, 1107]" in text
 
+
+def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_documented_rating():
+    """docs/evaluation.md ("Checked above the anchor, outside the package"): the kept summary of the supervised network
+    against Stockfish UCI_Elo 1600 is the kept PGN's 40 games, all of one match, and its rating with that opponent at
+    its nominal 1600 (as the script printed it, and pool.py's point) is the figure quoted."""
+    pool, om = load("pool"), load("outside_match")
+    stem = OUTSIDE / "sup-1600-stockfish-elo1600"
+    summary = json.loads(stem.with_suffix(".json").read_text())
+    games = read_games(stem.with_suffix(".pgn"))
+    assert sorted(int(g.headers["Round"]) for g in games) == list(range(1, 41))
+    assert {g.headers["Match"] for g in games} == {summary["match"]}
+    wdl = tuple(om.letter(g) for g in games)
+    assert (summary["wins"], summary["draws"], summary["losses"]) == tuple(wdl.count(x) for x in "WDL")
+    assert summary["args"]["opponent_option"] == ["UCI_LimitStrength=true", "UCI_Elo=1600"]
+    assert summary["opponent_rating"] == 1600
+    r = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1600")])
+    assert round(r["rating"]) == round(summary["rating"])
+    figure = f"{summary['wins']}-{summary['draws']}-{summary['losses']} ({summary['score']:.2f}), " \
+             f"{summary['rating']:.0f} [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
+    for doc in ("docs/evaluation.md", "README.md"):
+        assert figure.split(" (")[0] in (ROOT / doc).read_text()
+    assert figure in re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
     pool = load("pool")
     # 10-0-10 against 1000 and against 1200: 1100 by symmetry, where E = 0.640 and 0.360; each match's squared
