@@ -86,18 +86,25 @@ def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries()
 
 
 
-def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
-    """docs/evaluation-log.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
-    match, and pool.py puts them at the figures quoted, on the table the match was started against and on this one."""
-    pool, om = load("pool"), load("outside_match")
-    stem = OUTSIDE / "seed16-1600-fairy-stockfish-1"
+def kept_match(om, name: str) -> tuple[dict, list[str]]:
+    """A match kept in docs/outside (NAME.json and NAME.pgn): its summary and its games' results from the network's
+    side, after checking that the PGN holds games 1-40 of that one match and that the summary counts them."""
+    stem = OUTSIDE / name
     summary = json.loads(stem.with_suffix(".json").read_text())
     games = read_games(stem.with_suffix(".pgn"))
     assert sorted(int(g.headers["Round"]) for g in games) == list(range(1, 41))
     assert {g.headers["Match"] for g in games} == {summary["match"]}
     letters = [om.letter(g) for g in games]
     assert (summary["wins"], summary["draws"], summary["losses"]) == tuple(letters.count(x) for x in "WDL")
-    started = pool.pool([pool.parse(str(stem.with_suffix(".json")))])
+    return summary, letters
+
+
+def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
+    """docs/evaluation-log.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
+    match, and pool.py puts them at the figures quoted, on the table the match was started against and on this one."""
+    pool = load("pool")
+    summary, _ = kept_match(load("outside_match"), "seed16-1600-fairy-stockfish-1")
+    started = pool.pool([pool.parse(str(OUTSIDE / "seed16-1600-fairy-stockfish-1.json"))])
     now = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1034")])
     assert [round(started[k]) for k in ("rating", "rating_low", "rating_high")] == [1008, 900, 1116]
     assert [round(now[k]) for k in ("rating", "rating_low", "rating_high")] == [999, 891, 1107]
@@ -111,14 +118,8 @@ def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_docume
     and its rating with that opponent at its nominal 1600 as the script printed it (its interval on the score scale;
     pool.py's point is the same) is the figure the docs quote."""
     pool, om = load("pool"), load("outside_match")
-    stem = OUTSIDE / "sup-1600-stockfish-elo1600"
-    summary = json.loads(stem.with_suffix(".json").read_text())
-    games = read_games(stem.with_suffix(".pgn"))
-    assert sorted(int(g.headers["Round"]) for g in games) == list(range(1, 41))
-    assert {g.headers["Match"] for g in games} == {summary["match"]}
-    letters = [om.letter(g) for g in games]
+    summary, letters = kept_match(om, "sup-1600-stockfish-elo1600")
     wdl = tuple(letters.count(x) for x in "WDL")
-    assert (summary["wins"], summary["draws"], summary["losses"]) == wdl
     args = summary["args"]
     assert "docs/networks/supervised-d6-12k/models/gen-0000.pt --search puct --simulations 1600 " \
            "--policy-temperature 3 --tree-reuse" in args["engine"] and args["engine_nodes"] == 1600
