@@ -85,7 +85,6 @@ def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries()
     assert (round(s["rating"]), round(s["rating_low"]), round(s["rating_high"]), s["games"]) == (997, 927, 1066, 101)
 
 
-
 def kept_match(om, name: str) -> tuple[dict, list[str]]:
     """A match kept in docs/outside (NAME.json and NAME.pgn): its summary and its games' results from the network's
     side, after checking that the PGN holds games 1-40 of that one match and that the summary counts them."""
@@ -102,9 +101,9 @@ def kept_match(om, name: str) -> tuple[dict, list[str]]:
 def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
     """docs/evaluation-log.md ("Seed 16 outside at PUCT 1600"): the kept summary is the kept PGN's 40 games, all of one
     match, and pool.py puts them at the figures quoted, on the table the match was started against and on this one."""
-    pool = load("pool")
-    summary, _ = kept_match(load("outside_match"), "seed16-1600-fairy-stockfish-1")
-    started = pool.pool([pool.parse(str(OUTSIDE / "seed16-1600-fairy-stockfish-1.json"))])
+    pool, name = load("pool"), "seed16-1600-fairy-stockfish-1"
+    summary, _ = kept_match(load("outside_match"), name)
+    started = pool.pool([pool.parse(str(OUTSIDE / f"{name}.json"))])
     now = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1034")])
     assert [round(started[k]) for k in ("rating", "rating_low", "rating_high")] == [1008, 900, 1116]
     assert [round(now[k]) for k in ("rating", "rating_low", "rating_high")] == [999, 891, 1107]
@@ -119,19 +118,18 @@ def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_docume
     pool.py's point is the same) is the figure the docs quote."""
     pool, om = load("pool"), load("outside_match")
     summary, letters = kept_match(om, "sup-1600-stockfish-elo1600")
-    wdl = tuple(letters.count(x) for x in "WDL")
+    score = f"{summary['wins']}-{summary['draws']}-{summary['losses']}"  # kept_match: the PGN's own count
     args = summary["args"]
     assert "docs/networks/supervised-d6-12k/models/gen-0000.pt --search puct --simulations 1600 " \
            "--policy-temperature 3 --tree-reuse" in args["engine"] and args["engine_nodes"] == 1600
     assert args["opponent_option"] == ["UCI_LimitStrength=true", "UCI_Elo=1600"] and args["opponent_tc"] == "60+0.6"
     assert summary["opponent_rating"] == 1600
-    r = pool.pool([pool.parse("{}-{}-{}@1600".format(*wdl))])
+    r = pool.pool([pool.parse(f"{score}@1600")])
     assert abs(r["rating"] - summary["rating"]) < 0.5
     again = om.summary(letters)  # the interval from the games themselves, not read back from the summary
     assert [round(again[k] + 1600, 6) for k in ("elo", "elo_low", "elo_high")] == \
         [round(summary[k], 6) for k in ("rating", "rating_low", "rating_high")]
     figure = f"{summary['rating']:.0f} [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
-    score = "{}-{}-{}".format(*wdl)
     assert f"{score} ({summary['score']:.2f}), {figure}" in re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
     assert f"{score}, **{figure}**" in re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
 
