@@ -134,6 +134,37 @@ def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_docume
     assert f"{score}, **{figure}**" in re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
 
 
+def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented_chain_follows():
+    """docs/evaluation.md ("Checked above the anchor, outside the package"): the anchor's kept 40 games against Stockfish
+    UCI_Elo 1600 are one match at the anchor's settings, from the same openings, colours and clock as the supervised
+    network's match against that opponent; the opponent's place on the scale (pool.py from the anchor's games, the
+    anchor at 1350) and the supervised network's chained rating (its games against the opponent so placed, the two
+    matches' intervals in quadrature) are the figures the docs quote."""
+    pool, om = load("pool"), load("outside_match")
+    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
+    sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+    a = anchor["args"]
+    assert a["engine"] == a["opponent"] == "stockfish" and a["engine_tc"] == a["opponent_tc"] == "60+0.6"
+    assert a["engine_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1350"]
+    assert a["opponent_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1600"]
+    assert (a["seed"], a["random_plies"]) == (sup["args"]["seed"], sup["args"]["random_plies"])
+    openings = [{int(g.headers["Round"]): (g.headers["White"], [m.uci() for m in g.mainline_moves()][:6])
+                 for g in read_games(OUTSIDE / f"{name}.pgn")}
+                for name in ("anchor-stockfish-elo1600", "sup-1600-stockfish-elo1600")]
+    assert openings[0] == openings[1]  # the same opening and colours, round by round
+
+    placed = pool.pool([pool.parse(f"{anchor['losses']}-{anchor['draws']}-{anchor['wins']}@1350")])
+    versus = pool.pool([pool.parse(f"{sup['wins']}-{sup['draws']}-{sup['losses']}@0")])
+    chain = placed["rating"] + versus["rating"]
+    half = math.hypot(placed["rating_high"] - placed["rating"], versus["rating_high"] - versus["rating"])
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    score = f"{anchor['wins']}-{anchor['draws']}-{anchor['losses']} ({anchor['score']:.2f})"
+    assert f"scored **{score}: `UCI_Elo` 1600 is {-anchor['elo']:.0f} above the anchor here" in text
+    assert f"{placed['rating']:.0f} [{placed['rating_low']:.0f}, {placed['rating_high']:.0f}] with the anchor at 1350" in text
+    assert f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**" in text
+    assert f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**" in re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+
+
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
     pool = load("pool")
     # 10-0-10 against 1000 and against 1200: 1100 by symmetry, where E = 0.640 and 0.360; each match's squared
