@@ -161,8 +161,27 @@ def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented
     score = f"{anchor['wins']}-{anchor['draws']}-{anchor['losses']} ({anchor['score']:.2f})"
     assert f"scored **{score}: `UCI_Elo` 1600 is {-anchor['elo']:.0f} above the anchor here" in text
     assert f"{placed['rating']:.0f} [{placed['rating_low']:.0f}, {placed['rating_high']:.0f}] with the anchor at 1350" in text
-    assert f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**" in text
-    assert f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**" in re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    figure = f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**"
+    assert figure in text and figure in readme
+    assert f"{placed['rating']:.0f} [{placed['rating_low']:.0f}, {placed['rating_high']:.0f}], the outside chain" in readme
+
+    # the two figures it is set against: the network's own games against the anchor in its ledger (games only) and
+    # the scale's figure that the docs quote (recompute_runs.py's SUPERVISED_1600), each gap with its combined 95%
+    anchor_games = [json.loads(line) for line in (ROOT / "docs" / "networks" / "supervised-d6-12k" / "eval" /
+                                                  "ledger.jsonl").read_text().splitlines()]
+    w, d, l = (sum(e[k] for e in anchor_games if e["opponent"] == "stockfish:elo=1350,tc=60+0.6"
+                   and e["simulations"] == 1600) for k in ("wins", "draws", "losses"))
+    direct = pool.pool([pool.parse(f"{w}-{d}-{l}@1350")])
+    scale = [float(x) for x in re.findall(r"\d+", load_script(ROOT / "docs" / "calibration" / "recompute_runs.py")
+                                          .SUPERVISED_1600[0])]
+    gaps = [(direct["rating"] - chain, math.hypot(half, direct["rating_high"] - direct["rating"])),
+            (scale[0] - chain, math.hypot(half, (scale[2] - scale[1]) / 2))]
+    (gap1, half1), (gap2, half2) = gaps
+    assert f"{direct['rating']:.0f} [{direct['rating_low']:.0f}, {direct['rating_high']:.0f}]" in text
+    for doc in (text, readme):
+        assert f"{gap1:.0f} below the" in doc and f"(+-{half1:.0f})" in doc
+        assert f"{gap2:.0f} below the scale's {scale[0]:.0f}" in doc and f"(+-{half2:.0f})" in doc
 
 
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
