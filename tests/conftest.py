@@ -1,5 +1,6 @@
 import fcntl
 import getpass
+import json
 import importlib.util
 import os
 import pwd
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
 
@@ -17,7 +19,7 @@ import chess
 import pytest
 
 from alphazero_hpc.errors import AzhpcError
-from alphazero_hpc.evaluate.elo import Rating
+from alphazero_hpc.evaluate.elo import MatchScore, Rating
 from alphazero_hpc.evaluate.engines import find_stockfish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +48,18 @@ def load_script(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def ledger_games(network: str, simulations: int) -> dict[str, MatchScore]:
+    """A kept network's games at PUCT ``simulations`` (T=3, tree reuse: the recipe's play settings) by opponent."""
+    total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for line in (ROOT / "docs" / "networks" / network / "eval" / "ledger.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if (e["simulations"], e.get("search"), e.get("policy_temperature"), e.get("tree_reuse")) == \
+                (simulations, "puct", 3.0, True):
+            t = total[e["opponent"]]
+            t[0], t[1], t[2] = t[0] + e["wins"], t[1] + e["draws"], t[2] + e["losses"]
+    return {opponent: MatchScore(*wdl) for opponent, wdl in total.items()}
 
 
 def random_game_boards(n_games: int, seed: int = 0, max_plies: int = 120) -> list[chess.Board]:

@@ -3,19 +3,16 @@ and the games those scripts carry are the games in the kept ledgers: a re-frozen
 edit to one side alone fails here instead of leaving the README quoting a figure nothing computes."""
 from __future__ import annotations
 
-import json
 import re
-from collections import defaultdict
 
 import pytest
 
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.scale import load_scale, scale_fit
 
-from .conftest import ROOT, load_script
+from .conftest import ROOT, ledger_games, load_script
 
 CALIBRATION = ROOT / "docs" / "calibration"
-NETWORKS = ROOT / "docs" / "networks"
 
 
 def load(name: str):
@@ -40,18 +37,6 @@ def test_the_headline_line_is_the_eleven_runs_at_1600_on_the_shipped_table(recom
     assert f"mean {mean} ([{s.mean_low:.0f}, {s.mean_high:.0f}] from the spread, {interval} with the calibration)" in \
         (ROOT / "configs" / "learn.yaml").read_text()
     assert len(s.runs) == len(recompute.RUNS_1600)
-
-
-def ledger_games(network: str, simulations: int) -> dict[str, MatchScore]:
-    """A kept network's games at PUCT ``simulations`` (T=3, tree reuse: the recipe's play settings) by opponent."""
-    total: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for line in (NETWORKS / network / "eval" / "ledger.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        if (e["simulations"], e.get("search"), e.get("policy_temperature"), e.get("tree_reuse")) == \
-                (simulations, "puct", 3.0, True):
-            t = total[e["opponent"]]
-            t[0], t[1], t[2] = t[0] + e["wins"], t[1] + e["draws"], t[2] + e["losses"]
-    return {opponent: MatchScore(*wdl) for opponent, wdl in total.items()}
 
 
 @pytest.mark.parametrize(("seed", "simulations"), [(13, 800), (15, 800), (16, 800), (13, 1600), (15, 1600), (16, 1600),

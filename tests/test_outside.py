@@ -15,7 +15,7 @@ import pytest
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
 from alphazero_hpc.evaluate.match import book_openings
 
-from .conftest import ROOT, load_script
+from .conftest import ROOT, ledger_games, load_script
 
 OUTSIDE = ROOT / "docs" / "outside"
 
@@ -168,16 +168,12 @@ def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented
 
     # the two figures it is set against: the network's own games against the anchor in its ledger (games only) and
     # the scale's figure that the docs quote (recompute_runs.py's SUPERVISED_1600), each gap with its combined 95%
-    anchor_games = [json.loads(line) for line in (ROOT / "docs" / "networks" / "supervised-d6-12k" / "eval" /
-                                                  "ledger.jsonl").read_text().splitlines()]
-    w, d, l = (sum(e[k] for e in anchor_games if e["opponent"] == "stockfish:elo=1350,tc=60+0.6"
-                   and e["simulations"] == 1600) for k in ("wins", "draws", "losses"))
-    direct = pool.pool([pool.parse(f"{w}-{d}-{l}@1350")])
+    games = ledger_games("supervised-d6-12k", 1600)["stockfish:elo=1350,tc=60+0.6"]
+    direct = pool.pool([pool.parse(f"{games.wins}-{games.draws}-{games.losses}@1350")])
     scale = [float(x) for x in re.findall(r"\d+", load_script(ROOT / "docs" / "calibration" / "recompute_runs.py")
                                           .SUPERVISED_1600[0])]
-    gaps = [(direct["rating"] - chain, math.hypot(half, direct["rating_high"] - direct["rating"])),
-            (scale[0] - chain, math.hypot(half, (scale[2] - scale[1]) / 2))]
-    (gap1, half1), (gap2, half2) = gaps
+    gap1, half1 = direct["rating"] - chain, math.hypot(half, direct["rating_high"] - direct["rating"])
+    gap2, half2 = scale[0] - chain, math.hypot(half, (scale[2] - scale[1]) / 2)
     assert f"{direct['rating']:.0f} [{direct['rating_low']:.0f}, {direct['rating_high']:.0f}]" in text
     for doc in (text, readme):
         assert f"{gap1:.0f} below the" in doc and f"(+-{half1:.0f})" in doc
