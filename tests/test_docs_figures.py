@@ -62,6 +62,17 @@ def test_the_supervised_network_s_transcribed_games_are_its_ledger(recompute):
     assert f"**{figure}" in (ROOT / "README.md").read_text()
 
 
+def test_the_8_block_arm_s_quoted_figure_is_its_kept_ledger():
+    """The 8x64-rr2 arm's network on a Zen 5 (docs/networks/arm-8x64-seed19): the figure README and
+    docs/evaluation.md set against the recipe's is the fit of its kept games at PUCT 1600 on the shipped table."""
+    games = [("net", rung, score) for rung, score in ledger_games("arm-8x64-seed19", 1600).items()]
+    assert sum(score.games for _, _, score in games) == 100
+    r = scale_fit(games, load_scale())["net"]
+    figure = f"{r.elo:.0f} [{r.low:.0f}, {r.high:.0f}]"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "evaluation.md", ROOT / "docs" / "networks" / "README.md"):
+        assert figure in re.sub(r"\s+", " ", doc.read_text()), doc
+
+
 def test_games_reads_every_rung_once_with_its_score(recompute):
     assert recompute.games("greedy 10-0-0, -2 23-1-6, sf 1-0-9") == [
         ("net", "greedy", MatchScore(10, 0, 0)), ("net", "fairy-stockfish:skill=-2,depth=1", MatchScore(23, 1, 6)),

@@ -254,7 +254,8 @@ ARMS: dict[str, tuple[str, ...]] = {
     # generations, 170 k positions) against 6x64-rr2's 786 and 4x64-rr1's 810: the bigger net starts slower again.
     # At 2 CPU-hours (AMD EPYC, 2026-11-27, another run): 804 [718, 890] (72 generations, 406 k positions), between
     # 6x64-rr2's two runs (813, 790), and 893 [803, 983] at PUCT 800 (theirs 1039, 915): no gain for ~1.2x the CPU
-    # a generation
+    # a generation. On a Zen 5 (2026-12-06, seed 19; 143 generations, 749 k positions): 978 [881, 1076] at PUCT 1600,
+    # T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model: no gain at twice the positions either
     "8x64-rr2": (*_gumbel(16, 0.5), *_big(8), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
 }
