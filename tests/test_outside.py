@@ -180,6 +180,57 @@ def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented
         assert f"{gap2:.0f} below the scale's {scale[0]:.0f}" in doc and f"(+-{half2:.0f})" in doc
 
 
+def test_the_supervised_network_against_the_anchor_outside_repeats_its_ledger_and_places_the_disagreement():
+    """docs/evaluation.md ("The network against the anchor itself, outside"): the supervised network's kept 40 games
+    against the anchor are one match at the documented settings, from the openings and colours of its match against
+    UCI_Elo 1600; its rating (the script's, recomputed from the games) and pool.py's are the figures the docs quote;
+    pooled with the ledger's games against the anchor it gives the quoted figure; and the gaps quoted (to the outside
+    chain, and the three outside matches' loop, each against its combined 95%) follow from the kept games."""
+    pool, om = load("pool"), load("outside_match")
+    summary, letters = kept_match(om, "sup-1600-anchor")
+    sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
+    args = summary["args"]
+    assert args["engine"] == sup["args"]["engine"] and args["engine_nodes"] == 1600
+    assert args["opponent_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1350"]
+    assert args["opponent_tc"] == "60+0.6" and summary["opponent_rating"] == 1350
+    openings = [{int(g.headers["Round"]): (g.headers["White"], [m.uci() for m in g.mainline_moves()][:6])
+                 for g in read_games(OUTSIDE / f"{name}.pgn")} for name in ("sup-1600-anchor", "sup-1600-stockfish-elo1600")]
+    assert openings[0] == openings[1]
+    again = om.summary(letters)
+    assert [round(again[k] + 1350, 6) for k in ("elo", "elo_low", "elo_high")] == \
+        [round(summary[k], 6) for k in ("rating", "rating_low", "rating_high")]
+
+    def fit(*scores):
+        r = pool.pool([pool.parse(x) for x in scores])
+        return r["rating"], r["rating_low"], r["rating_high"], (r["rating_high"] - r["rating_low"]) / 2
+
+    wdl = f"{summary['wins']}-{summary['draws']}-{summary['losses']}"
+    outside = fit(f"{wdl}@1350")
+    games = ledger_games("supervised-d6-12k", 1600)["stockfish:elo=1350,tc=60+0.6"]
+    both = fit(f"{wdl}@1350", f"{games.wins}-{games.draws}-{games.losses}@1350")
+    placed = fit(f"{anchor['losses']}-{anchor['draws']}-{anchor['wins']}@1350")
+    versus = fit(f"{sup['wins']}-{sup['draws']}-{sup['losses']}@0")
+    chain, chain_half = placed[0] + versus[0], math.hypot(placed[3], versus[3])
+    over_anchor = fit(f"{wdl}@0")
+    loop = over_anchor[0] - (placed[0] - 1350) - versus[0]  # network over anchor, anchor under 1600, network vs 1600
+    loop_half = math.hypot(over_anchor[3], placed[3], versus[3])
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    figure = f"{outside[0]:.0f} [{outside[1]:.0f}, {outside[2]:.0f}]"
+    assert f"**{wdl} ({summary['score']:.3f}), {figure}** with the anchor at 1350" in text
+    assert f"{wdl}, **{figure}**" in readme and f"{wdl}, {figure}" in readme
+    total = [summary[k] + getattr(games, k) for k in ("wins", "draws", "losses")]
+    assert f"{'-'.join(map(str, total))} in {sum(total)} games, give {both[0]:.0f} [{both[1]:.0f}, {both[2]:.0f}]" in text
+    assert f"The outside chain is {outside[0] - chain:.0f} below this match, inside the combined 95% " \
+           f"(+-{math.hypot(outside[3], chain_half):.0f})" in text
+    assert f"+{over_anchor[0]:.0f} over the anchor, the anchor {placed[0] - 1350:.0f} under `UCI_Elo` 1600, " \
+           f"the network {-versus[0]:.0f} under it) miss closing their loop by {loop:.0f}, against a 95% of " \
+           f"+-{loop_half:.0f}" in text
+    assert f"miss closing their loop by {loop:.0f}, +-{loop_half:.0f} at 95%" in readme
+    assert loop < loop_half  # the docs call it within one scale: if the games said otherwise, this fails
+
+
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
     pool = load("pool")
     # 10-0-10 against 1000 and against 1200: 1100 by symmetry, where E = 0.640 and 0.360; each match's squared
