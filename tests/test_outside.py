@@ -87,7 +87,8 @@ def test_pool_reproduces_the_documented_outside_rating_from_the_kept_summaries()
 
 def kept_match(om, name: str) -> tuple[dict, list[str]]:
     """A match kept in docs/outside (NAME.json and NAME.pgn): its summary and its games' results from the network's
-    side, after checking that the PGN holds games 1-40 of that one match and that the summary counts them."""
+    side, after checking that the PGN holds games 1-40 of that one match, that the summary counts them, and that its
+    rating and interval (the script's, with the opponent at its stated rating) are the games' own."""
     stem = OUTSIDE / name
     summary = json.loads(stem.with_suffix(".json").read_text())
     games = read_games(stem.with_suffix(".pgn"))
@@ -95,7 +96,42 @@ def kept_match(om, name: str) -> tuple[dict, list[str]]:
     assert {g.headers["Match"] for g in games} == {summary["match"]}
     letters = [om.letter(g) for g in games]
     assert (summary["wins"], summary["draws"], summary["losses"]) == tuple(letters.count(x) for x in "WDL")
+    again, base = om.summary(letters), summary["opponent_rating"]  # recomputed, not read back from the summary
+    assert [round(again[k] + base, 6) for k in ("elo", "elo_low", "elo_high")] == \
+        [round(summary[k], 6) for k in ("rating", "rating_low", "rating_high")]
     return summary, letters
+
+
+def openings(name: str) -> dict[int, tuple[str, list[str]]]:
+    """A kept match's games by round: who had White, and the first six plies (the random opening)."""
+    return {int(g.headers["Round"]): (g.headers["White"], [m.uci() for m in g.mainline_moves()][:6])
+            for g in read_games(OUTSIDE / f"{name}.pgn")}
+
+
+def fit(pool, *scores: str) -> tuple[float, float, float, float]:
+    """pool.py's rating, interval and half-width from scores written as pool.py reads them (W-D-L@RATING)."""
+    r = pool.pool([pool.parse(x) for x in scores])
+    return r["rating"], r["rating_low"], r["rating_high"], (r["rating_high"] - r["rating_low"]) / 2
+
+
+def wdl(summary: dict, flip: bool = False) -> str:
+    """A summary's score as W-D-L, or as L-D-W (the opponent's side) with ``flip``."""
+    w, d, l = summary["wins"], summary["draws"], summary["losses"]
+    return f"{l}-{d}-{w}" if flip else f"{w}-{d}-{l}"
+
+
+def doc(*parts: str) -> str:
+    """A document of the repository with its whitespace folded, for quoting figures that wrap across lines."""
+    return re.sub(r"\s+", " ", ROOT.joinpath(*parts).read_text())
+
+
+def outside_chain(pool, om) -> tuple[float, float]:
+    """The supervised network through UCI_Elo 1600: that level placed by the anchor's kept games (the anchor at
+    1350), plus the network's kept games against it; the two half-widths in quadrature."""
+    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
+    sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+    placed, versus = fit(pool, f"{wdl(anchor, flip=True)}@1350"), fit(pool, f"{wdl(sup)}@0")
+    return placed[0] + versus[0], math.hypot(placed[3], versus[3])
 
 
 def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rating():
@@ -117,21 +153,17 @@ def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_docume
     and its rating with that opponent at its nominal 1600 as the script printed it (its interval on the score scale;
     pool.py's point is the same) is the figure the docs quote."""
     pool, om = load("pool"), load("outside_match")
-    summary, letters = kept_match(om, "sup-1600-stockfish-elo1600")
-    score = f"{summary['wins']}-{summary['draws']}-{summary['losses']}"  # kept_match: the PGN's own count
+    summary, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+    score = wdl(summary)  # kept_match: the PGN's own count
     args = summary["args"]
     assert "docs/networks/supervised-d6-12k/models/gen-0000.pt --search puct --simulations 1600 " \
            "--policy-temperature 3 --tree-reuse" in args["engine"] and args["engine_nodes"] == 1600
     assert args["opponent_option"] == ["UCI_LimitStrength=true", "UCI_Elo=1600"] and args["opponent_tc"] == "60+0.6"
     assert summary["opponent_rating"] == 1600
-    r = pool.pool([pool.parse(f"{score}@1600")])
-    assert abs(r["rating"] - summary["rating"]) < 0.5
-    again = om.summary(letters)  # the interval from the games themselves, not read back from the summary
-    assert [round(again[k] + 1600, 6) for k in ("elo", "elo_low", "elo_high")] == \
-        [round(summary[k], 6) for k in ("rating", "rating_low", "rating_high")]
+    assert abs(fit(pool, f"{score}@1600")[0] - summary["rating"]) < 0.5  # kept_match: the interval is the games'
     figure = f"{summary['rating']:.0f} [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
-    assert f"{score} ({summary['score']:.2f}), {figure}" in re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
-    assert f"{score}, **{figure}**" in re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    assert f"{score} ({summary['score']:.2f}), {figure}" in doc("docs", "evaluation.md")
+    assert f"{score}, **{figure}**" in doc("README.md")
 
 
 def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented_chain_follows():
@@ -148,87 +180,76 @@ def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented
     assert a["engine_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1350"]
     assert a["opponent_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1600"]
     assert (a["seed"], a["random_plies"]) == (sup["args"]["seed"], sup["args"]["random_plies"])
-    openings = [{int(g.headers["Round"]): (g.headers["White"], [m.uci() for m in g.mainline_moves()][:6])
-                 for g in read_games(OUTSIDE / f"{name}.pgn")}
-                for name in ("anchor-stockfish-elo1600", "sup-1600-stockfish-elo1600")]
-    assert openings[0] == openings[1]  # the same opening and colours, round by round
+    assert openings("anchor-stockfish-elo1600") == openings("sup-1600-stockfish-elo1600")  # round by round
 
-    placed = pool.pool([pool.parse(f"{anchor['losses']}-{anchor['draws']}-{anchor['wins']}@1350")])
-    versus = pool.pool([pool.parse(f"{sup['wins']}-{sup['draws']}-{sup['losses']}@0")])
-    chain = placed["rating"] + versus["rating"]
-    half = math.hypot(placed["rating_high"] - placed["rating"], versus["rating_high"] - versus["rating"])
-    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
-    score = f"{anchor['wins']}-{anchor['draws']}-{anchor['losses']} ({anchor['score']:.2f})"
+    placed = fit(pool, f"{wdl(anchor, flip=True)}@1350")
+    chain, half = outside_chain(pool, om)
+    text, readme = doc("docs", "evaluation.md"), doc("README.md")
+    score = f"{wdl(anchor)} ({anchor['score']:.2f})"
     assert f"scored **{score}: `UCI_Elo` 1600 is {-anchor['elo']:.0f} above the anchor here" in text
-    assert f"{placed['rating']:.0f} [{placed['rating_low']:.0f}, {placed['rating_high']:.0f}] with the anchor at 1350" in text
-    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    assert f"{placed[0]:.0f} [{placed[1]:.0f}, {placed[2]:.0f}] with the anchor at 1350" in text
     figure = f"**{chain:.0f} [{chain - half:.0f}, {chain + half:.0f}]**"
     assert figure in text and figure in readme
-    assert f"{placed['rating']:.0f} [{placed['rating_low']:.0f}, {placed['rating_high']:.0f}], the outside chain" in readme
+    assert f"{placed[0]:.0f} [{placed[1]:.0f}, {placed[2]:.0f}], the outside chain" in readme
 
     # the two figures it is set against: the network's own games against the anchor in its ledger (games only) and
     # the scale's figure that the docs quote (recompute_runs.py's SUPERVISED_1600), each gap with its combined 95%
     games = ledger_games("supervised-d6-12k", 1600)["stockfish:elo=1350,tc=60+0.6"]
-    direct = pool.pool([pool.parse(f"{games.wins}-{games.draws}-{games.losses}@1350")])
+    direct = fit(pool, f"{games.wins}-{games.draws}-{games.losses}@1350")
     scale = [float(x) for x in re.findall(r"\d+", load_script(ROOT / "docs" / "calibration" / "recompute_runs.py")
                                           .SUPERVISED_1600[0])]
-    gap1, half1 = direct["rating"] - chain, math.hypot(half, direct["rating_high"] - direct["rating"])
+    gap1, half1 = direct[0] - chain, math.hypot(half, direct[3])
     gap2, half2 = scale[0] - chain, math.hypot(half, (scale[2] - scale[1]) / 2)
-    assert f"{direct['rating']:.0f} [{direct['rating_low']:.0f}, {direct['rating_high']:.0f}]" in text
-    for doc in (text, readme):
-        assert f"{gap1:.0f} below the" in doc and f"(+-{half1:.0f})" in doc
-        assert f"{gap2:.0f} below the scale's {scale[0]:.0f}" in doc and f"(+-{half2:.0f})" in doc
+    assert f"{direct[0]:.0f} [{direct[1]:.0f}, {direct[2]:.0f}]" in text
+    for page in (text, readme):
+        assert f"{gap1:.0f} below the" in page and f"(+-{half1:.0f})" in page
+        assert f"{gap2:.0f} below the scale's {scale[0]:.0f}" in page and f"(+-{half2:.0f})" in page
 
 
-def test_the_supervised_network_against_the_anchor_outside_repeats_its_ledger_and_places_the_disagreement():
+def test_the_supervised_network_against_the_anchor_outside_repeats_its_ledger_and_the_documented_gaps_follow():
     """docs/evaluation.md ("The network against the anchor itself, outside"): the supervised network's kept 40 games
     against the anchor are one match at the documented settings, from the openings and colours of its match against
-    UCI_Elo 1600; its rating (the script's, recomputed from the games) and pool.py's are the figures the docs quote;
-    pooled with the ledger's games against the anchor it gives the quoted figure; and the gaps quoted (to the outside
-    chain, and the three outside matches' loop, each against its combined 95%) follow from the kept games."""
+    UCI_Elo 1600; pool.py's rating from them is the script's point and the figure the docs quote; pooled with the
+    ledger's games against the anchor they give the quoted figure; the outside chain's gap to each (with its combined
+    95%) is the one quoted; and the log's colour split and game lengths are the PGN's."""
     pool, om = load("pool"), load("outside_match")
     summary, letters = kept_match(om, "sup-1600-anchor")
     sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
-    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
-    args = summary["args"]
+    args, base = summary["args"], summary["opponent_rating"]
     assert args["engine"] == sup["args"]["engine"] and args["engine_nodes"] == 1600
     assert args["opponent_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1350"]
-    assert args["opponent_tc"] == "60+0.6" and summary["opponent_rating"] == 1350
-    openings = [{int(g.headers["Round"]): (g.headers["White"], [m.uci() for m in g.mainline_moves()][:6])
-                 for g in read_games(OUTSIDE / f"{name}.pgn")} for name in ("sup-1600-anchor", "sup-1600-stockfish-elo1600")]
-    assert openings[0] == openings[1]
-    again = om.summary(letters)
-    assert [round(again[k] + 1350, 6) for k in ("elo", "elo_low", "elo_high")] == \
-        [round(summary[k], 6) for k in ("rating", "rating_low", "rating_high")]
+    assert args["opponent_tc"] == "60+0.6" and base == 1350
+    assert openings("sup-1600-anchor") == openings("sup-1600-stockfish-elo1600")
 
-    def fit(*scores):
-        r = pool.pool([pool.parse(x) for x in scores])
-        return r["rating"], r["rating_low"], r["rating_high"], (r["rating_high"] - r["rating_low"]) / 2
-
-    wdl = f"{summary['wins']}-{summary['draws']}-{summary['losses']}"
-    outside = fit(f"{wdl}@1350")
+    outside = fit(pool, f"{wdl(summary)}@{base:g}")
+    assert abs(outside[0] - summary["rating"]) < 0.5
     games = ledger_games("supervised-d6-12k", 1600)["stockfish:elo=1350,tc=60+0.6"]
-    both = fit(f"{wdl}@1350", f"{games.wins}-{games.draws}-{games.losses}@1350")
-    placed = fit(f"{anchor['losses']}-{anchor['draws']}-{anchor['wins']}@1350")
-    versus = fit(f"{sup['wins']}-{sup['draws']}-{sup['losses']}@0")
-    chain, chain_half = placed[0] + versus[0], math.hypot(placed[3], versus[3])
-    over_anchor = fit(f"{wdl}@0")
-    loop = over_anchor[0] - (placed[0] - 1350) - versus[0]  # network over anchor, anchor under 1600, network vs 1600
-    loop_half = math.hypot(over_anchor[3], placed[3], versus[3])
-    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
-    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    both = fit(pool, f"{wdl(summary)}@{base:g}", f"{games.wins}-{games.draws}-{games.losses}@{base:g}")
+    chain, chain_half = outside_chain(pool, om)
+    text, readme, log = doc("docs", "evaluation.md"), doc("README.md"), doc("docs", "evaluation-log.md")
     figure = f"{outside[0]:.0f} [{outside[1]:.0f}, {outside[2]:.0f}]"
-    assert f"**{wdl} ({summary['score']:.3f}), {figure}** with the anchor at 1350" in text
-    assert f"{wdl}, **{figure}**" in readme and f"{wdl}, {figure}" in readme
+    assert f"**{wdl(summary)} ({summary['score']:.3f}), {figure}** with the anchor at 1350" in text
+    assert f"{wdl(summary)}, **{figure}**" in readme and f"{wdl(summary)}, {figure}" in readme
+    assert f"{wdl(summary)}, {figure} with the anchor at 1350" in doc("docs", "networks", "README.md")
+    script = f"the script printed [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
+    assert script in text and script in log
     total = [summary[k] + getattr(games, k) for k in ("wins", "draws", "losses")]
-    assert f"{'-'.join(map(str, total))} in {sum(total)} games, give {both[0]:.0f} [{both[1]:.0f}, {both[2]:.0f}]" in text
-    assert f"The outside chain is {outside[0] - chain:.0f} below this match, inside the combined 95% " \
-           f"(+-{math.hypot(outside[3], chain_half):.0f})" in text
-    assert f"+{over_anchor[0]:.0f} over the anchor, the anchor {placed[0] - 1350:.0f} under `UCI_Elo` 1600, " \
-           f"the network {-versus[0]:.0f} under it) miss closing their loop by {loop:.0f}, against a 95% of " \
-           f"+-{loop_half:.0f}" in text
-    assert f"miss closing their loop by {loop:.0f}, +-{loop_half:.0f} at 95%" in readme
-    assert loop < loop_half  # the docs call it within one scale: if the games said otherwise, this fails
+    pooled = f"{both[0]:.0f} [{both[1]:.0f}, {both[2]:.0f}]"
+    assert f"{'-'.join(map(str, total))} in {sum(total)} games, give {pooled}" in text
+    assert f"pooled, {'-'.join(map(str, total))}, {pooled}" in log
+    gaps = (f"{outside[0] - chain:.0f} below this match, inside the combined 95% (+-{math.hypot(outside[3], chain_half):.0f}), "
+            f"and {both[0] - chain:.0f} below the 120")
+    assert gaps in text and gaps in log
+    assert f"the chain is {outside[0] - chain:.0f} below that (+-{math.hypot(outside[3], chain_half):.0f} at 95%) and " \
+           f"{both[0] - chain:.0f} below the 120 games against the anchor pooled (+-{math.hypot(both[3], chain_half):.0f})" in readme
+    # the log's colour split and lengths
+    split = {True: [0, 0, 0], False: [0, 0, 0]}
+    plies = []
+    for g, letter in zip(read_games(OUTSIDE / "sup-1600-anchor.pgn"), letters):
+        split[g.headers["White"] == "network"]["WDL".index(letter)] += 1
+        plies.append(len(list(g.mainline_moves())))
+    assert f"{sum(plies) / len(plies):.0f} plies on average ({min(plies)}-{max(plies)}); as White " \
+           f"{'-'.join(map(str, split[True]))}, as Black {'-'.join(map(str, split[False]))}" in log
 
 
 def test_pool_symmetric_opponents_meet_in_the_middle_and_bad_input_is_one_line():
