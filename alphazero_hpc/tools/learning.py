@@ -258,6 +258,16 @@ ARMS: dict[str, tuple[str, ...]] = {
     # T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model: no gain at twice the positions either
     "8x64-rr2": (*_gumbel(16, 0.5), *_big(8), *_training(replay_ratio=2, window_generations=6),
                  "mcts.mate_in_one=true", "model.attack_planes=true"),
+    # 6x64-rr2 searching deeper: 32 simulations (8 on fast moves) over 8 considered moves, as 4x64-g32m8 was. On a
+    # Zen 5 the recipe records twice the positions of the Zen 4 runs (858-863 k against ~420 k) and rates no higher
+    # (1075 and 981 against the eleven runs' 987), and a bigger net did not use them either (8x64-rr2, 978): the
+    # positions are not what it lacks. At 16 over 16 the policy target is the prior improved by one reading of the
+    # value head per move; here the last two moves get ~10 visits each, lines 2-3 plies deep, for ~2x the CPU a
+    # position. 4x64-g32m8 lost at 1 CPU-hour on an Intel (705 against 810), when positions were what was short.
+    # Measured on a Zen 5 (2026-12-06, seed 20): 86 generations, 590 k positions in 2.009 CPU-hours, 951 [855, 1047]
+    # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model: no gain
+    "6x64-g32m8": (*_gumbel(32, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
+                   "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
