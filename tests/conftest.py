@@ -5,6 +5,7 @@ import importlib.util
 import os
 import pwd
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,11 @@ PERFT_FENS = [
     "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8",
     "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10",
 ]
+
+
+def folded(*parts: str) -> str:
+    """A file of the repository with its whitespace folded to single spaces, for quoting figures that wrap lines."""
+    return re.sub(r"\s+", " ", ROOT.joinpath(*parts).read_text())
 
 
 def load_script(path: Path) -> ModuleType:

@@ -10,7 +10,7 @@ import pytest
 from alphazero_hpc.evaluate.elo import MatchScore
 from alphazero_hpc.evaluate.scale import load_scale, scale_fit
 
-from .conftest import ROOT, ledger_games, load_script
+from .conftest import ROOT, folded, ledger_games, load_script
 
 CALIBRATION = ROOT / "docs" / "calibration"
 
@@ -32,7 +32,7 @@ def test_the_headline_line_is_the_eleven_runs_at_1600_on_the_shipped_table(recom
     mean, interval = f"{s.mean:.0f}", f"[{low:.0f}, {high:.0f}]"
     evaluation = (ROOT / "docs" / "evaluation.md").read_text()
     assert f"**{mean} on the Stockfish 15.1 UCI_Elo scale {interval} after 2.0" in evaluation
-    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    readme = folded("README.md")
     assert f"average **{mean}**" in readme and f"**{interval} with the rungs' calibration**" in readme
     assert f"mean {mean} ([{s.mean_low:.0f}, {s.mean_high:.0f}] from the spread, {interval} with the calibration)" in \
         (ROOT / "configs" / "learn.yaml").read_text()
@@ -70,8 +70,8 @@ def test_an_arm_s_quoted_figure_is_its_kept_ledger(network):
     assert sum(score.games for _, _, score in games) == 100
     r = scale_fit(games, load_scale())["net"]
     figure = f"{r.elo:.0f} [{r.low:.0f}, {r.high:.0f}]"
-    for doc in (ROOT / "README.md", ROOT / "docs" / "evaluation.md", ROOT / "docs" / "networks" / "README.md"):
-        assert figure in re.sub(r"\s+", " ", doc.read_text()), doc
+    for doc in (("README.md",), ("docs", "evaluation.md"), ("docs", "networks", "README.md")):
+        assert figure in folded(*doc), doc
 
 
 def test_games_reads_every_rung_once_with_its_score(recompute):
@@ -131,8 +131,7 @@ def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
             (CALIBRATION / f"depth1-check-2026-12-04-{arm}.jsonl").read_bytes())
     check.summary(tmp_path, "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1")
     out = capsys.readouterr().out
-    evaluation = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation-log.md").read_text())
-    summary = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation.md").read_text())
+    evaluation, summary = folded("docs", "evaluation-log.md"), folded("docs", "evaluation.md")
     for arm in check.ARMS:
         line = next(x for x in out.splitlines() if x.strip().startswith(f"{arm}:"))
         wdl = re.search(r"\+(\d+) =(\d+) -(\d+) in 1000", line)

@@ -15,7 +15,7 @@ import pytest
 from alphazero_hpc.evaluate.elo import MatchScore, fit_ratings
 from alphazero_hpc.evaluate.match import book_openings
 
-from .conftest import ROOT, ledger_games, load_script
+from .conftest import ROOT, folded, ledger_games, load_script
 
 OUTSIDE = ROOT / "docs" / "outside"
 
@@ -120,16 +120,10 @@ def wdl(summary: dict, flip: bool = False) -> str:
     return f"{l}-{d}-{w}" if flip else f"{w}-{d}-{l}"
 
 
-def doc(*parts: str) -> str:
-    """A document of the repository with its whitespace folded, for quoting figures that wrap across lines."""
-    return re.sub(r"\s+", " ", ROOT.joinpath(*parts).read_text())
-
-
-def outside_chain(pool, om) -> tuple[float, float]:
-    """The supervised network through UCI_Elo 1600: that level placed by the anchor's kept games (the anchor at
-    1350), plus the network's kept games against it; the two half-widths in quadrature."""
-    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
-    sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+def outside_chain(pool, anchor: dict, sup: dict) -> tuple[float, float]:
+    """The supervised network through UCI_Elo 1600: that level placed by the anchor's games against it (``anchor``,
+    the kept summary; the anchor at 1350), plus the network's games against it (``sup``); the two half-widths in
+    quadrature."""
     placed, versus = fit(pool, f"{wdl(anchor, flip=True)}@1350"), fit(pool, f"{wdl(sup)}@0")
     return placed[0] + versus[0], math.hypot(placed[3], versus[3])
 
@@ -143,8 +137,7 @@ def test_seed16s_outside_match_at_1600_is_its_kept_games_and_the_documented_rati
     now = pool.pool([pool.parse(f"{summary['wins']}-{summary['draws']}-{summary['losses']}@1034")])
     assert [round(started[k]) for k in ("rating", "rating_low", "rating_high")] == [1008, 900, 1116]
     assert [round(now[k]) for k in ("rating", "rating_low", "rating_high")] == [999, 891, 1107]
-    text = re.sub(r"\s+", " ", (ROOT / "docs" / "evaluation-log.md").read_text())
-    assert "18-0-22 (0.45): 999 [891, 1107]" in text
+    assert "18-0-22 (0.45): 999 [891, 1107]" in folded("docs", "evaluation-log.md")
 
 
 def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_documented_rating():
@@ -162,8 +155,8 @@ def test_the_supervised_network_s_outside_match_is_its_kept_games_and_the_docume
     assert summary["opponent_rating"] == 1600
     assert abs(fit(pool, f"{score}@1600")[0] - summary["rating"]) < 0.5  # kept_match: the interval is the games'
     figure = f"{summary['rating']:.0f} [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
-    assert f"{score} ({summary['score']:.2f}), {figure}" in doc("docs", "evaluation.md")
-    assert f"{score}, **{figure}**" in doc("README.md")
+    assert f"{score} ({summary['score']:.2f}), {figure}" in folded("docs", "evaluation.md")
+    assert f"{score}, **{figure}**" in folded("README.md")
 
 
 def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented_chain_follows():
@@ -183,8 +176,8 @@ def test_the_anchor_against_uci_elo_1600_places_that_opponent_and_the_documented
     assert openings("anchor-stockfish-elo1600") == openings("sup-1600-stockfish-elo1600")  # round by round
 
     placed = fit(pool, f"{wdl(anchor, flip=True)}@1350")
-    chain, half = outside_chain(pool, om)
-    text, readme = doc("docs", "evaluation.md"), doc("README.md")
+    chain, half = outside_chain(pool, anchor, sup)
+    text, readme = folded("docs", "evaluation.md"), folded("README.md")
     score = f"{wdl(anchor)} ({anchor['score']:.2f})"
     assert f"scored **{score}: `UCI_Elo` 1600 is {-anchor['elo']:.0f} above the anchor here" in text
     assert f"{placed[0]:.0f} [{placed[1]:.0f}, {placed[2]:.0f}] with the anchor at 1350" in text
@@ -215,6 +208,7 @@ def test_the_supervised_network_against_the_anchor_outside_repeats_its_ledger_an
     pool, om = load("pool"), load("outside_match")
     summary, letters = kept_match(om, "sup-1600-anchor")
     sup, _ = kept_match(om, "sup-1600-stockfish-elo1600")
+    anchor, _ = kept_match(om, "anchor-stockfish-elo1600")
     args, base = summary["args"], summary["opponent_rating"]
     assert args["engine"] == sup["args"]["engine"] and args["engine_nodes"] == 1600
     assert args["opponent_option"] == ["Threads=1", "Hash=16", "UCI_LimitStrength=true", "UCI_Elo=1350"]
@@ -225,12 +219,12 @@ def test_the_supervised_network_against_the_anchor_outside_repeats_its_ledger_an
     assert abs(outside[0] - summary["rating"]) < 0.5
     games = ledger_games("supervised-d6-12k", 1600)["stockfish:elo=1350,tc=60+0.6"]
     both = fit(pool, f"{wdl(summary)}@{base:g}", f"{games.wins}-{games.draws}-{games.losses}@{base:g}")
-    chain, chain_half = outside_chain(pool, om)
-    text, readme, log = doc("docs", "evaluation.md"), doc("README.md"), doc("docs", "evaluation-log.md")
+    chain, chain_half = outside_chain(pool, anchor, sup)
+    text, readme, log = folded("docs", "evaluation.md"), folded("README.md"), folded("docs", "evaluation-log.md")
     figure = f"{outside[0]:.0f} [{outside[1]:.0f}, {outside[2]:.0f}]"
     assert f"**{wdl(summary)} ({summary['score']:.3f}), {figure}** with the anchor at 1350" in text
     assert f"{wdl(summary)}, **{figure}**" in readme and f"{wdl(summary)}, {figure}" in readme
-    assert f"{wdl(summary)}, {figure} with the anchor at 1350" in doc("docs", "networks", "README.md")
+    assert f"{wdl(summary)}, {figure} with the anchor at 1350" in folded("docs", "networks", "README.md")
     script = f"the script printed [{summary['rating_low']:.0f}, {summary['rating_high']:.0f}]"
     assert script in text and script in log
     total = [summary[k] + getattr(games, k) for k in ("wins", "draws", "losses")]
