@@ -62,9 +62,9 @@ def test_the_supervised_network_s_transcribed_games_are_its_ledger(recompute):
     assert f"**{figure}" in (ROOT / "README.md").read_text()
 
 
-@pytest.mark.parametrize("network", ["arm-8x64-seed19", "arm-g32m8-seed20"])
+@pytest.mark.parametrize("network", ["arm-8x64-seed19", "arm-g32m8-seed20", "arm-qi-seed21"])
 def test_an_arm_s_quoted_figure_is_its_kept_ledger(network):
-    """The arms run again on a Zen 5 and kept in docs/networks (8x64-rr2, 6x64-g32m8): the figure README and
+    """The arms run again on a Zen 5 and kept in docs/networks (8x64-rr2, 6x64-g32m8, 6x64-qi): the figure README and
     docs/evaluation.md set against the recipe's is the fit of its kept games at PUCT 1600 on the shipped table."""
     games = [("net", rung, score) for rung, score in ledger_games(network, 1600).items()]
     assert sum(score.games for _, _, score in games) == 100

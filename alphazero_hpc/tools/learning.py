@@ -268,6 +268,17 @@ ARMS: dict[str, tuple[str, ...]] = {
     # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model: no gain
     "6x64-g32m8": (*_gumbel(32, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                    "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
+    # 6x64-rr2 whose value targets mix in the improved policy's expected q (mcts.gumbel_root_value=improved, as
+    # 4x64-qi did) instead of the mean of the root's 16 one-visit readings. At the documented play setting (PUCT
+    # 1600) the value head decides most of the strength, and the mean over 16 considered moves, most of them poor,
+    # teaches it a position is worth what an average move leaves; the improved policy sits on the best reading, so
+    # its q is a one-ply maximum, the backup a deeper search gives AlphaZero's targets. 4x64-qi rated level with
+    # its base at 1 CPU-hour (666 against 685) when ratings were at Gumbel 96, a search that leans on the prior.
+    # Measured on a Zen 5 (2026-12-06, seed 21): 145 generations, 914 k positions in 2.005 CPU-hours, 1037 [941, 1133]
+    # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model (mean 1028) and the
+    # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain
+    "6x64-qi": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
+                "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_root_value=improved"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
