@@ -57,8 +57,8 @@ def _gumbel(simulations: int, q_ratio: float) -> tuple[str, ...]:
     mates in one left to the network (arm 4x64-mate turns the proof on), plain input planes (4x64-attacks adds the
     attack maps, 4x64-tactics the pins and double attacks too), residual blocks without squeeze-excitation
     (4x64-se adds it), 16 moves considered at the root (4x64-m4 considers 4), the root's value the mean of its visits
-    (4x64-qi: the improved policy's expected q), leaf values from the network alone (4x64-capture adds the material a
-    capture wins)."""
+    (4x64-qi, 6x64-qi: the improved policy's expected q), leaf values from the network alone (4x64-capture adds the
+    material a capture wins)."""
     return ("mcts.algorithm=gumbel", f"mcts.simulations={simulations}", f"mcts.fast_simulations={simulations // 4}",
             f"train.value_target_q_ratio={q_ratio}", "mcts.mate_in_one=false", "model.attack_planes=false",
             "model.tactic_planes=false", "model.se_ratio=0", "mcts.gumbel_considered=16", "mcts.gumbel_root_value=visits",
@@ -269,11 +269,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     "6x64-g32m8": (*_gumbel(32, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
                    "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_considered=8"),
     # 6x64-rr2 whose value targets mix in the improved policy's expected q (mcts.gumbel_root_value=improved, as
-    # 4x64-qi did) instead of the mean of the root's 16 one-visit readings. At the documented play setting (PUCT
-    # 1600) the value head decides most of the strength, and the mean over 16 considered moves, most of them poor,
-    # teaches it a position is worth what an average move leaves; the improved policy sits on the best reading, so
-    # its q is a one-ply maximum, the backup a deeper search gives AlphaZero's targets. 4x64-qi rated level with
-    # its base at 1 CPU-hour (666 against 685) when ratings were at Gumbel 96, a search that leans on the prior.
+    # 4x64-qi did) instead of the mean of the root's visits (its own reading and 16 one-visit readings). At the
+    # documented play setting (PUCT 1600) the value head decides most of the strength, and a mean over 16 considered
+    # moves, most of them poor, teaches it a position is worth what an average move leaves; the improved policy sits
+    # on the best reading, so its q is a one-ply maximum, the backup a deeper search would give the root's value.
+    # 4x64-qi rated level with its base at 1 CPU-hour (666 against 685) when ratings were at Gumbel 96, a search that
+    # leans on the prior.
     # Measured on a Zen 5 (2026-12-06, seed 21): 145 generations, 914 k positions in 2.005 CPU-hours, 1037 [941, 1133]
     # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model (mean 1028) and the
     # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain
