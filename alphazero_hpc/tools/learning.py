@@ -76,6 +76,9 @@ def _training(replay_ratio: float = 3, window_generations: int = 3, lr_decay: fl
 _PUCT = ("mcts.algorithm=puct", "mcts.simulations=24", "mcts.fast_simulations=6", "train.value_target_q_ratio=0",
          "mcts.mate_in_one=false", "model.attack_planes=false", "model.tactic_planes=false", "model.se_ratio=0",
          "mcts.leaf_capture_value=0")
+# 6x64-rr2, the arm configs/learn.yaml is (BEST_ARM): an arm that changes one thing of it adds that override to this
+_RECIPE = (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6), "mcts.mate_in_one=true",
+           "model.attack_planes=true")
 ARMS: dict[str, tuple[str, ...]] = {
     "puct": (*_PUCT, *_SMALL, *_training()),  # AlphaZero's PUCT as the toolkit ran it before Gumbel search
     "gumbel8": (*_gumbel(8, 0), *_SMALL, *_training()),
@@ -245,8 +248,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     # on. 6x64-rr8 did not gain over 4x64-rr8 (510 against 567 at 2 CPU-hours) when training took a third of the CPU.
     # Measured at 1 CPU-hour (Intel Xeon, 2026-11-27, beside 4x64-rr1): 786 [697, 876] (36 generations, 221 k positions);
     # at 2 CPU-hours 813 [723, 904] (70 generations, 405 k positions), the best point at the full budget
-    "6x64-rr2": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
-                 "mcts.mate_in_one=true", "model.attack_planes=true"),
+    "6x64-rr2": _RECIPE,
     # 6x64-rr2 with 8 residual blocks: the search per move is settled (half of it and twice of it both lost at 1
     # CPU-hour), and the one lever still climbing at 2 CPU-hours is the net's size (4 blocks level near 800 from 1
     # CPU-hour on, 6 blocks 786 -> 813). ~1.3x a 6-block generation's CPU, so ~55 generations in the budget.
@@ -278,8 +280,7 @@ ARMS: dict[str, tuple[str, ...]] = {
     # Measured on a Zen 5 (2026-12-06, seed 21): 145 generations, 914 k positions in 2.005 CPU-hours, 1037 [941, 1133]
     # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model (mean 1028) and the
     # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain
-    "6x64-qi": (*_gumbel(16, 0.5), *_big(6), *_training(replay_ratio=2, window_generations=6),
-                "mcts.mate_in_one=true", "model.attack_planes=true", "mcts.gumbel_root_value=improved"),
+    "6x64-qi": (*_RECIPE, "mcts.gumbel_root_value=improved"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
