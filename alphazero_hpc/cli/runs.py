@@ -1,4 +1,4 @@
-"""Commands that make, run and watch a run: selfplay, train, launch, import-pgn, status, cancel, resume, doctor."""
+"""Commands that make, run and watch a run: selfplay, train, average, launch, import-pgn, status, cancel, resume, doctor."""
 
 from __future__ import annotations
 
@@ -60,6 +60,27 @@ def train(run_dir: Path, generation: int, nproc_per_node: int, workers: int | No
             code = subprocess.run(cmd + (["--workers", str(workers)] if workers is not None else [])).returncode
     if code:
         raise click.exceptions.Exit(code)
+
+
+@main.command()
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.option("--generation", type=click.IntRange(min=1), required=True, help="The newest generation averaged.")
+@click.option("--last", type=click.IntRange(min=2), required=True, help="How many generations, up to --generation.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="New run folder: RUN's config and models/gen-G.pt, the average.")
+@click.option("--bn-positions", type=click.IntRange(min=256), default=8192, show_default=True,
+              help="Positions of the replay window the batch-norm statistics are measured on.")
+def average(run_dir: Path, generation: int, last: int, out_dir: Path, bn_positions: int) -> None:
+    """Average the weights of RUN's last --last networks up to generation G into OUT/models/gen-G.pt (SWA).
+
+    The batch norms are measured again on the window that generation G trained on; RUN is only read.
+    `azhpc evaluate OUT --generation G` rates the average like any network.
+    """
+    from ..train.average import average_generations
+
+    done = average_generations(run_dir, generation, last, out_dir, bn_positions, echo=click.echo)
+    click.echo(f"generations {done.generations[0]}-{done.generations[-1]} of {run_dir} averaged "
+               f"({done.bn_positions} positions for the batch norms) -> {done.path}")
 
 
 @main.command()
