@@ -32,7 +32,7 @@ from ..net.model import AlphaZeroNet
 from ..store import atomic
 from ..store.paths import RunPaths
 from ..store.runconfig import read_run_config
-from .data import BatchPlan, WindowDataset, replay_window
+from .data import BatchPlan, ShardRef, WindowDataset, replay_window
 from .trainer import alphazero_loss
 
 BN_BATCH = 256  # positions per batch of the batch-norm pass
@@ -79,15 +79,12 @@ def average_generations(run_dir: Path, generation: int, last: int, out_dir: Path
 
     averaged: AveragedModel | None = None
     for g in gens:
-        model, _ = load_model(src.model(g), expect=cfg.model)
-        averaged = averaged or AveragedModel(model)
-        averaged.update_parameters(model)
+        newest, _ = load_model(src.model(g), expect=cfg.model)  # the loop ends on generation G's own network
+        averaged = averaged or AveragedModel(newest)
+        averaged.update_parameters(newest)
         echo(f"  generation {g}: added ({int(averaged.n_averaged)} averaged)")
     assert averaged is not None
-    batches = max(1, bn_positions // BN_BATCH)
-    plan = BatchPlan(window, BN_BATCH, seed=(cfg.run.seed, generation, 7))
-    data = WindowDataset(plan, attacks=cfg.model.attack_sets)
-    planes = [item["planes"] for item in islice(data, batches) if "planes" in item]
+    planes = [item["planes"] for item in _batches(window, (cfg.run.seed, generation, 7), bn_positions, cfg.model.attack_sets)]
     update_bn(planes, averaged)
     net = averaged.module
     assert isinstance(net, AlphaZeroNet)
@@ -97,19 +94,25 @@ def average_generations(run_dir: Path, generation: int, last: int, out_dir: Path
     held_out: dict[str, tuple[float, float]] = {}
     games = replay_window(src, generation, 1)
     if games:
-        newest, _ = load_model(src.model(generation), expect=cfg.model)
-        scored = islice(WindowDataset(BatchPlan(games, BN_BATCH, seed=(cfg.run.seed, generation, 8)), attacks=cfg.model.attack_sets),
-                        max(1, min(sum(r.rows for r in games), bn_positions) // BN_BATCH))
-        batches_ = [item for item in scored if "planes" in item]
-        held_out = {f"gen {generation}": held_out_losses(newest, batches_), "average": held_out_losses(net, batches_)}
+        scored = _batches(games, (cfg.run.seed, generation, 8), min(sum(r.rows for r in games), bn_positions),
+                          cfg.model.attack_sets)
+        held_out = {f"gen {generation}": held_out_losses(newest, scored), "average": held_out_losses(net, scored)}
+        positions = sum(len(b["planes"]) for b in scored)
         for name, (policy, value) in held_out.items():
             echo(f"  {name}: policy loss {policy:.4f}, value loss {value:.4f} on generation {generation}'s games "
-                 f"({sum(len(b['planes']) for b in batches_)} positions that no averaged network trained on)")
+                 f"({positions} positions that no averaged network trained on)")
 
     atomic.write_text(out.config, src.config.read_text(), doing="writing the averaged network's config")
     save_checkpoint(out.model(generation), net, generation,
                     extra={"averaged": {"run": str(src.root.resolve()), "generations": list(gens), "bn_positions": measured}})
     return Averaged(out.model(generation), gens, measured, held_out)
+
+
+def _batches(refs: list[ShardRef], seed: tuple[int, ...], positions: int, attacks: int) -> list[dict]:
+    """``positions // BN_BATCH`` (at least one) batches of ``refs``' rows in a seeded order (``WindowDataset`` items;
+    a batch whose shards were all unreadable is left out)."""
+    data = WindowDataset(BatchPlan(refs, BN_BATCH, seed=seed), attacks=attacks)
+    return [item for item in islice(data, max(1, positions // BN_BATCH)) if "planes" in item]
 
 
 @torch.no_grad()
