@@ -153,6 +153,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not uses_slurm(item))  # stable: each part keeps its order
 
 
+# Under pytest-xdist, each worker's busy seconds (every test's setup, call and teardown): the suite's time is the
+# busier worker's, and this names it (the SLURM tests' serial path or the tests on this machine alone) in every run
+WORKER_SECONDS: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+
+def pytest_runtest_logreport(report):
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)  # set by xdist's controller
+    if worker:
+        part = "SLURM" if report.nodeid.endswith("@slurm") else "local"
+        WORKER_SECONDS[worker][part] += report.duration
+        WORKER_SECONDS[worker]["tests"] += report.when == "call"
+
+
+@pytest.hookimpl(trylast=True)  # after --durations' list, next to the suite's time
+def pytest_terminal_summary(terminalreporter):
+    if WORKER_SECONDS:
+        terminalreporter.write_line("busy time per worker: " + "; ".join(
+            f"{w} {int(t['tests'])} tests, {t['SLURM'] + t['local']:.0f} s ({t['SLURM']:.0f} s SLURM tests)"
+            for w, t in sorted(WORKER_SECONDS.items())))
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real SLURM cluster (slurm/testbed/testbed.sh): tests fail without one in CI and skip elsewhere."""
