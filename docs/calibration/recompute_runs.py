@@ -2,10 +2,10 @@
 each network's games against the rungs, as written in docs/evaluation-log.md: with the rungs' calibration carried whole
 (their covariances, as the package now does) and on the diagonal alone (as it did before 2026-12-02), and the part
 that the games alone make. Then the supervised track's network (run "sup"), and the mean over the fifteen runs and its interval as ``azhpc
-seeds`` computes it; then the same for the eleven networks rated at PUCT 1600, T=3, tree reuse, with the supervised
+seeds`` computes it; then the same for the twelve networks rated at PUCT 1600, T=3, tree reuse, with the supervised
 track's network of the fifty-sixth session rated there (run "sup", not in the mean); then the doublings
 from 800 to 1600 and the estimate of every run's mean at 1600 that they give; then the networks rated at PUCT 3200 and the
-estimate of the eleven's mean there that their gains over 1600 give.
+estimate of the twelve's mean there that their gains over 1600 give.
 
     python docs/calibration/recompute_runs.py [TABLE]
 
@@ -57,8 +57,8 @@ RUNS = {  # seed: the documented rating, then its games, rung W-D-L
     16: ("992 [896, 1088]", "greedy 10-0-0, -2 11-4-15, -1 3-1-6, sf 0-1-9, -3 12-0-8"),
 }
 # the same recipe's networks at PUCT 1600, T=3, tree reuse (docs/evaluation-log.md, the table after the float32 run): seeds
-# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances), seeds 16-18 as printed on the table of 2026-12-04 (docs/evaluation-log.md,
-# "Seed 17 at PUCT 1600", "Seed 18 at PUCT 1600"; seeds 17 and 18 on a Zen 5)
+# 5-10 as printed then (the rungs taken as independent, on the table of 2026-11-24), seeds 13 and 15 as printed (covariances), seeds 16-18 and 22 as printed on the table of 2026-12-04 (docs/evaluation-log.md,
+# "Seed 17 at PUCT 1600", "Seed 18 at PUCT 1600", "Seed 22 at PUCT 1600"; seeds 17 and 18 on a Zen 5, 22 on a Zen 4)
 RUNS_1600 = {
     5: ("1103 [1020, 1187]", "sf 3-1-6, -1 17-2-31, -2 19-1-10, greedy 10-0-0"),
     6: ("1017 [929, 1104]", "-2 15-1-24, -3 21-0-9, -4 10-0-0, -8 10-0-0, greedy 10-0-0"),
@@ -71,6 +71,7 @@ RUNS_1600 = {
     16: ("1066 [979, 1152]", "greedy 10-0-0, -2 23-1-6, -1 16-1-33, sf 1-0-9"),
     17: ("1075 [980, 1170]", "greedy 10-0-0, -2 8-1-1, -1 27-3-20, sf 9-2-19"),  # on a Zen 5, 159 generations
     18: ("981 [883, 1079]", "greedy 10-0-0, -2 27-1-22, -1 14-0-16, sf 3-0-7"),  # on a Zen 5, 157 generations
+    22: ("964 [866, 1061]", "greedy 10-0-0, -2 27-3-20, -1 10-0-20, sf 3-1-6"),  # on a Zen 4, 69 generations
 }
 # twice the search again, PUCT 3200, T=3, tree reuse (docs/evaluation-log.md, "Seed 16 at PUCT 3200", "Seed 13 at
 # PUCT 3200", "Seed 15 at PUCT 3200", "Seed 17 at PUCT 3200"): four of the five kept networks, as printed
