@@ -57,8 +57,9 @@ if [ "${AZHPC_TESTBED:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/
 fi
 # AZHPC_TEST_LOAD=1 keeps one core busy for the whole run (tests/conftest.py): the suite must pass on a loaded machine.
 # Two pytest-xdist workers: the SLURM tests run in one, one after another (tests/conftest.py), while the other runs
-# the tests that need only this machine; the SLURM tests mostly wait on the cluster. AZHPC_TEST_WORKERS=0 (or -s,
-# --pdb) runs everything in this one process.
+# the tests that need only this machine. The testbed's jobs run on this machine's cores too: a three-worker run kept
+# both cores ~98% busy and was no shorter beyond the runs' spread (README; each run ends with every worker's busy seconds).
+# AZHPC_TEST_WORKERS=N sets the count; 0 (or -s, --pdb) runs everything in this one process.
 workers=${AZHPC_TEST_WORKERS:-2}
 for arg in "$@"; do
   case "$arg" in -s|--capture=no|--pdb) workers=0 ;; esac
