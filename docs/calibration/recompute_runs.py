@@ -74,7 +74,7 @@ RUNS_1600 = {
     22: ("964 [866, 1061]", "greedy 10-0-0, -2 27-3-20, -1 10-0-20, sf 3-1-6"),  # on a Zen 4, 69 generations
 }
 # twice the search again, PUCT 3200, T=3, tree reuse (docs/evaluation-log.md, "Seed 16 at PUCT 3200", "Seed 13 at
-# PUCT 3200", "Seed 15 at PUCT 3200", "Seed 17 at PUCT 3200"): four of the five kept networks, as printed
+# PUCT 3200", "Seed 15 at PUCT 3200", "Seed 17 at PUCT 3200"): four of the six kept networks, as printed
 RUNS_3200 = {
     16: ("1071 [976, 1166]", "greedy 10-0-0, -2 7-0-3, -1 26-1-23, sf 10-6-14"),
     13: ("1054 [954, 1154]", "greedy 10-0-0, -2 17-0-13, -4 10-0-0, -3 10-0-0, -1 22-0-18"),
