@@ -30,6 +30,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from alphazero_hpc.evaluate.elo import Z95, MatchScore
 from alphazero_hpc.evaluate.scale import ScaleRung, exact, load_scale, scale_fit
@@ -138,7 +139,7 @@ def doublings(at800: dict[int | str, float], at1600: dict[int | str, float], cal
     estimate(f"the {len(at800)} runs' mean at 1600", "800", list(at800.values()), every, cal800)
 
 
-def estimate(label: str, base: str, runs: list[float], gains: list[float], cal: float) -> None:
+def estimate(label: str, base: str, runs: Sequence[float], gains: Sequence[float], cal: float) -> None:
     """A mean at twice the search, estimated: the runs' mean at ``base`` plus the mean gain of the networks rated at
     both, their standard errors taken as independent (Student's t at the runs' degrees of freedom), the rungs'
     calibration at ``base`` added in quadrature."""
