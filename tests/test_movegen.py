@@ -137,7 +137,10 @@ def random_games(games: int, seed: int) -> dict[str, int]:
 
 
 def test_every_position_of_random_games_agrees_with_python_chess():
-    seen = random_games(2000, seed=7)
+    # 1000 games, 182 k positions: every ending and special move at least 46 times (seed 7); 2000 games doubled the
+    # test's time (54 s of one core on a Zen 4, the slowest test of this machine's side after the chaos test) and
+    # reached no kind of position that 1000 do not
+    seen = random_games(1000, seed=7)
     print(seen)
     # every ending and special move occurred, so each comparison above was made where it matters
     assert all(seen[k] > 0 for k in seen), seen
