@@ -192,9 +192,11 @@ def test_too_much_corrupt_data_stops_with_a_clear_error(tmp_path):
 
 
 def test_training_learns_a_fixed_set_of_positions(dataset):
-    # A run with a long replay ratio over few positions: memorising them must drive the losses down.
+    # A run with a long replay ratio over few positions: memorising them must drive the losses down. At 20 passes
+    # (460 steps) the policy loss ended at 0.39 of its start, the value loss near 0 (Zen 4, 2026-12-07); 40 passes
+    # (0.35) doubled the test's time for no firmer verdict
     run = dataset.root.parent / "learn"
-    make_run(run, ["train.replay_ratio=40", "train.lr=0.1"])
+    make_run(run, ["train.replay_ratio=20", "train.lr=0.1"])
     res = train(run)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = metric_rows(RunPaths(run))
