@@ -793,6 +793,35 @@ def test_a_silent_scheduler_is_not_a_finished_run(tmp_path, monkeypatch):
     assert record is not None and not record.events  # no cancel recorded
 
 
+def test_a_run_is_over_when_its_last_training_job_has_left_the_queue(tmp_path, monkeypatch):
+    """The last network written while its training job is still RUNNING (rank 0 writes it, then the job exits): the
+    run is not over yet, so ``--wait`` does not end on a table showing that job RUNNING beside a finished run; once
+    the job has left the queue it is over and succeeded."""
+    from alphazero_hpc.launch.plan import LaunchPlan
+    from alphazero_hpc.launch.record import JobRecord, LaunchRecord, write_record
+    from alphazero_hpc.net.checkpoint import ensure_initial_checkpoint
+    from alphazero_hpc.report.status import collect, finished
+    from alphazero_hpc.store.runconfig import resolve_run_config
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sacct").write_text("#!/bin/sh\nexit 1\n")  # no accounting: squeue alone says what runs
+    (fake / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path / 'queue'}\n")
+    for name in ("sacct", "squeue"):
+        (fake / name).chmod(0o755)
+    paths = RunPaths(tmp_path / "run")
+    cfg = resolve_run_config(paths, TINY, [])
+    write_record(paths, LaunchRecord(plan=LaunchPlan("slurm", 1, 2, 1, 1, 2),
+                                     jobs=[JobRecord(0, "selfplay", "41", [0, 2]), JobRecord(0, "train", "42", [0, 1])]))
+    ensure_initial_checkpoint(paths.model(1), cfg.model, 0)  # the last network is on disk
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    (tmp_path / "queue").write_text("42|RUNNING|None\n")
+    st = collect(paths.root)
+    assert st.generations[-1].train.checkpoint and finished(st) == (False, True)
+    (tmp_path / "queue").write_text("")
+    assert finished(collect(paths.root)) == (True, True)
+
+
 def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_path):
     run = tmp_path / "a b'c"
     res = run_cli("launch", "--cluster", "slurm", "--dry-run", "--config", str(TINY), "--generations", "1", "--run-dir", str(run))

@@ -466,8 +466,10 @@ def finished(status: RunStatus) -> tuple[bool, bool]:
     if gens and gens[-1].train.checkpoint:
         if sup is not None:  # a local run: the supervisor ends after the last evaluation
             return sup.get("state") in ("done", "failed", "cancelled", "lost"), True
-        evals = [j for g in gens for j in g.jobs if j.stage == "eval"]
-        return not _active(evals), True
+        # the last training job ends a moment after its rank 0 writes the network: over once it has left the queue
+        # too (a --wait that ended on the network alone printed that job RUNNING beside a finished run)
+        ending = [j for g in gens for j in g.jobs if j.stage == "eval"] + [j for j in gens[-1].jobs if j.stage == "train"]
+        return not _active(ending), True
     if sup is not None:  # a local run
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
     if status.plan.cluster == "manual":  # no jobs to ask about: over when nothing runs
