@@ -327,6 +327,34 @@ def test_climb_with_jobs_says_each_block_as_it_ends_not_when_its_round_does():
     assert lines[1].startswith(f"  vs {low.name} (") and lines[2].startswith(f"  vs {high.name} ("), lines
 
 
+def test_climb_with_jobs_starts_a_block_as_soon_as_one_ends_not_when_its_round_does():
+    """After the bracket a block that ends frees its process for the next one at once: here the first block after
+    the bracket plays on until a third has started, which rounds (the next blocks only when every block of the
+    last had ended) never allow (the wait would time out); the rating still finds the truth, every block distinct."""
+    import threading
+
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    sim, lock, third = per_block(800.0, 2), threading.Lock(), threading.Event()
+    calls: list[tuple[str, int, int, int]] = []
+    lines: list[str] = []
+
+    def play_block(rung, games, seed, first_opening):
+        with lock:
+            after = [c for c in calls if c[1] == 20]  # blocks after the bracket (its probes are 10 games)
+            calls.append((rung.name, games, seed, first_opening))
+        if games == 20 and not after:
+            assert third.wait(10), calls  # the first block after the bracket, in play until a third has started
+        elif games == 20 and len(after) >= 2:
+            third.set()
+        return sim(rung, games, seed, first_opening)
+
+    r = climb("net", rungs, play_block, target=40.0, max_games=400, echo=lines.append, jobs=2)
+    assert third.is_set() and len([c for c in calls if c[1] == 20]) >= 3, calls
+    assert len({(name, seed) for name, _, seed, _ in calls}) == len(calls)
+    assert r.low - 150 <= 800.0 <= r.high + 150 and r.games == sum(g for _, g, _, _ in calls), r
+    assert any(line.startswith("  one more block (2 in play): 20 games vs ") for line in lines), lines
+
+
 def test_climb_with_jobs_one_is_the_bisection_block_for_block():
     rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
     for truth in (100.0, 800.0, 1400.0):

@@ -23,7 +23,7 @@ import json
 import math
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -494,10 +494,12 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     the games against it so far leave off.
 
     ``jobs`` > 1 plays up to that many blocks at once (``play_block`` called from as many threads): the bracket
-    probes that many rungs spread over the interval left (the first it scores under half against bounds it), and
-    each later round shares between the two nearest rungs as many blocks as the interval still asks for (from how
-    it narrows with games), at most ``jobs``. Every block gets the seed and first opening it would have had played
-    one after another, so the blocks of a round are distinct ledger entries, also after a round that was cut short."""
+    probes that many rungs spread over the interval left, a round at a time (the first it scores under half against
+    bounds it). After the bracket nothing waits for a round: whenever a block ends, the fit is redone and as many
+    blocks start, against the two nearest rungs, as the interval still asks for (from how it narrows with games,
+    the games still in play counted as if played) and ``jobs`` leaves room for; the one long game of a block no
+    longer holds the other cores idle. Every block gets the seed and first opening it would have had played one
+    after another, so the blocks in play are distinct ledger entries, also after a rating that was cut short."""
     by_name = {r.name: r for r in rungs}
     history: list[tuple[str, MatchScore]] = []
     next_seed: dict[str, int] = {}
@@ -563,20 +565,61 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
                 break
             lo = i
     r = fit()
-    while (half := match_half()) > target and total() < max_games:
-        nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
-        planned = {g.name: games_vs(g.name) for g in nearest}
-        # the interval narrows as 1/sqrt(games): about this many more games reach the target
-        wanted = max(1, math.ceil(total() * ((half / target) ** 2 - 1) / block))
-        blocks = []
-        for _ in range(min(room(block), wanted)):
-            rung = min(nearest, key=lambda g: planned[g.name])
-            planned[rung.name] += block
-            blocks.append((rung, block))
-        play(blocks)
-        r = fit()
+    if jobs == 1:
+        while match_half() > target and total() < max_games:
+            nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
+            play([(min(nearest, key=lambda g: games_vs(g.name)), block)])
+            r = fit()
+    else:
+        r = _keep_busy(fit, match_half, rungs, play_block, history, next_seed, target, block, max_games, echo, jobs)
     per_rung = {n: games_vs(n) for n in dict.fromkeys(n for n, _ in history)}
     return ScaleRating(player, r.elo, r.low, r.high, match_half(), sum(per_rung.values()), per_rung, target)
+
+
+def _keep_busy(fit: Callable[[], Any], match_half: Callable[[], float], rungs: Sequence[ScaleRung], play_block: PlayBlock,
+               history: list[tuple[str, MatchScore]], next_seed: dict[str, int], target: float, block: int,
+               max_games: int, echo: Callable[[str], None], jobs: int) -> Any:
+    """``climb``'s blocks after the bracket with ``jobs`` > 1: up to ``jobs`` in play, a new one started as soon as
+    one ends while the interval asks for more (``history`` and ``next_seed`` are ``climb``'s, updated here); the
+    last fit."""
+    in_play: dict[Future[MatchScore], tuple[ScaleRung, int]] = {}
+
+    def games(name: str | None = None, playing: bool = True) -> int:
+        done = sum(s.games for n, s in history if name is None or n == name)
+        return done + (sum(g for rung, g in in_play.values() if name is None or rung.name == name) if playing else 0)
+
+    def start(pool: ThreadPoolExecutor) -> None:
+        r, half = fit(), match_half()
+        if half <= target:
+            return
+        nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
+        # the interval narrows as 1/sqrt(games): about this many games in all reach the target, those in play counted
+        wanted = math.ceil((games(playing=False) * (half / target) ** 2 - games()) / block)
+        new = []
+        while len(in_play) < jobs and games() < max_games and (wanted > 0 or not in_play):
+            rung = min(nearest, key=lambda g: games(g.name))
+            seed, first = next_seed.get(rung.name, 0), games(rung.name) // 2
+            next_seed[rung.name] = seed + 1
+            in_play[pool.submit(play_block, rung, block, seed, first)] = (rung, block)
+            new.append(f"{block} games vs {rung.name}")
+            wanted -= 1
+        if len(new) > 1 and len(in_play) == len(new):
+            echo(f"  {len(new)} blocks at once: " + ", ".join(new))
+        elif new:
+            echo(f"  {'one more block' if len(new) == 1 else f'{len(new)} more blocks'} ({len(in_play)} in play): "
+                 + ", ".join(new))
+
+    with ThreadPoolExecutor(jobs) as pool:  # each block's line as it ends
+        start(pool)
+        while in_play:
+            ended, _ = wait(in_play, return_when=FIRST_COMPLETED)
+            for future in ended:
+                rung, _ = in_play.pop(future)
+                score = future.result()
+                history.append((rung.name, score))
+                echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+            start(pool)
+    return fit()
 
 
 def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 75.0, probe: int = 10, block: int = 20,
