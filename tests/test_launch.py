@@ -793,14 +793,15 @@ def test_a_silent_scheduler_is_not_a_finished_run(tmp_path, monkeypatch):
     assert record is not None and not record.events  # no cancel recorded
 
 
-def test_a_run_is_over_when_its_last_training_job_has_left_the_queue(tmp_path, monkeypatch):
+def test_a_run_is_not_over_while_the_job_that_wrote_its_last_network_exits(tmp_path, monkeypatch):
     """The last network written while its training job is still RUNNING (rank 0 writes it, then the job exits): the
     run is not over yet, so ``--wait`` does not end on a table showing that job RUNNING beside a finished run; once
-    the job has left the queue it is over and succeeded."""
+    the job has left the queue it is over and succeeded, and so it is with the job pending, held, or still running
+    long after the network (nothing to wait for there)."""
     from alphazero_hpc.launch.plan import LaunchPlan
     from alphazero_hpc.launch.record import JobRecord, LaunchRecord, write_record
     from alphazero_hpc.net.checkpoint import ensure_initial_checkpoint
-    from alphazero_hpc.report.status import collect, finished
+    from alphazero_hpc.report.status import EXIT_GRACE_S, collect, finished
     from alphazero_hpc.store.runconfig import resolve_run_config
 
     fake = tmp_path / "bin"
@@ -815,11 +816,22 @@ def test_a_run_is_over_when_its_last_training_job_has_left_the_queue(tmp_path, m
                                      jobs=[JobRecord(0, "selfplay", "41", [0, 2]), JobRecord(0, "train", "42", [0, 1])]))
     ensure_initial_checkpoint(paths.model(1), cfg.model, 0)  # the last network is on disk
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
-    (tmp_path / "queue").write_text("42|RUNNING|None\n")
+    queue = tmp_path / "queue"
+    queue.write_text("42|RUNNING|None\n")
     st = collect(paths.root)
     assert st.generations[-1].train.checkpoint and finished(st) == (False, True)
-    (tmp_path / "queue").write_text("")
+    queue.write_text("")
     assert finished(collect(paths.root)) == (True, True)
+    # a job pending or held after the network changes nothing (its stage finds the network): no reason to wait
+    for line in ("42|PENDING|DependencyNeverSatisfied\n", "42|REQUEUE_HOLD|JobHeldAdmin\n"):
+        queue.write_text(line)
+        assert finished(collect(paths.root)) == (True, True), line
+    # nor is one still running long after its network (a rank hung in its teardown): shown as it is, not waited for
+    queue.write_text("42|RUNNING|None\n")
+    old = time.time() - EXIT_GRACE_S - 5
+    os.utime(paths.model(1), (old, old))
+    st = collect(paths.root)
+    assert finished(st) == (True, True) and st.generations[-1].jobs[-1].state == "RUNNING"
 
 
 def test_dry_run_quotes_paths_as_submitted_and_refuses_control_characters(tmp_path):

@@ -343,7 +343,7 @@ def test_climb_with_jobs_starts_a_block_as_soon_as_one_ends_not_when_its_round_d
             after = [c for c in calls if c[1] == 20]  # blocks after the bracket (its probes are 10 games)
             calls.append((rung.name, games, seed, first_opening))
         if games == 20 and not after:
-            assert third.wait(10), calls  # the first block after the bracket, in play until a third has started
+            assert third.wait(30), calls  # the first block after the bracket, in play until a third has started
         elif games == 20 and len(after) >= 2:
             third.set()
         return sim(rung, games, seed, first_opening)

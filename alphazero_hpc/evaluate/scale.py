@@ -564,8 +564,8 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
                 hi = i
                 break
             lo = i
-    r = fit()
     if jobs == 1:
+        r = fit()
         while match_half() > target and total() < max_games:
             nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
             play([(min(nearest, key=lambda g: games_vs(g.name)), block)])
@@ -603,9 +603,9 @@ def _keep_busy(fit: Callable[[], Any], match_half: Callable[[], float], rungs: S
             in_play[pool.submit(play_block, rung, block, seed, first)] = (rung, block)
             new.append(f"{block} games vs {rung.name}")
             wanted -= 1
-        if len(new) > 1 and len(in_play) == len(new):
+        if len(in_play) == len(new) > 1:
             echo(f"  {len(new)} blocks at once: " + ", ".join(new))
-        elif new:
+        elif len(in_play) > len(new):
             echo(f"  {'one more block' if len(new) == 1 else f'{len(new)} more blocks'} ({len(in_play)} in play): "
                  + ", ".join(new))
 

@@ -456,6 +456,24 @@ def _active(jobs: list[JobRow]) -> bool:
     return any(name in scheduler.ACTIVE for j in jobs for name in j.state.split("/"))
 
 
+EXIT_GRACE_S = 120.0  # how long a training job may still run after its network is on disk before that is news
+
+
+def _exiting(gen: GenerationStatus) -> bool:
+    """The training job that wrote the run's last network is still running, as it does for a moment after rank 0
+    writes it (the ranks and torchrun exit, SLURM ends the step): a ``--wait`` that ended on the network alone printed
+    that job RUNNING beside a finished run. Only for ``EXIT_GRACE_S``: a job still running after that (a rank hung in
+    its teardown) is shown as it is, and waiting for its time limit would tell nobody more. A job pending or held
+    after the network (a stale one of a resume, a requeue at teardown) changes nothing: its stage finds the network."""
+    train = [j for j in gen.jobs if j.stage == "train"][-1:]
+    if not train or not any(s in ("RUNNING", "COMPLETING", "CONFIGURING") for s in train[0].state.split("/")):
+        return False
+    try:
+        return time.time() - Path(gen.train.checkpoint).stat().st_mtime < EXIT_GRACE_S
+    except OSError:
+        return False
+
+
 def finished(status: RunStatus) -> tuple[bool, bool]:
     """(over, succeeded): over when nothing can still change; succeeded when the last checkpoint exists. Never
     over while the scheduler does not answer: its jobs may well be running."""
@@ -466,10 +484,8 @@ def finished(status: RunStatus) -> tuple[bool, bool]:
     if gens and gens[-1].train.checkpoint:
         if sup is not None:  # a local run: the supervisor ends after the last evaluation
             return sup.get("state") in ("done", "failed", "cancelled", "lost"), True
-        # the last training job ends a moment after its rank 0 writes the network: over once it has left the queue
-        # too (a --wait that ended on the network alone printed that job RUNNING beside a finished run)
-        ending = [j for g in gens for j in g.jobs if j.stage == "eval"] + [j for j in gens[-1].jobs if j.stage == "train"]
-        return not _active(ending), True
+        evals = [j for g in gens for j in g.jobs if j.stage == "eval"]
+        return not (_active(evals) or _exiting(gens[-1])), True
     if sup is not None:  # a local run
         return sup.get("state") in ("done", "failed", "cancelled", "lost"), False
     if status.plan.cluster == "manual":  # no jobs to ask about: over when nothing runs
