@@ -166,12 +166,49 @@ def pytest_runtest_logreport(report):
         WORKER_SECONDS[worker]["tests"] += report.when == "call"
 
 
+SESSION_START = time.time()
+
+
+def slurm_cpu_by_run(since: float) -> dict[str, float]:
+    """CPU seconds SLURM's accounting gave the jobs that started since ``since`` (every job and array element, its
+    steps summed), by the run folder in the job's name (``azhpc-RUN-sp0``; other names as they are). A SLURM test's
+    jobs run on this machine's cores beside the other worker's tests, so their CPU is part of the suite's work that
+    no test's duration shows. Empty without sacct or accounting."""
+    if shutil.which("sacct") is None:
+        return {}
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+    try:
+        out = subprocess.run(["sacct", "-a", "-n", "-P", "-S", start, "-o", "JobID,JobName,Start,TotalCPU"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    cpu: dict[str, float] = defaultdict(float)
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        parts = line.split("|")
+        if len(parts) != 4 or "." in parts[0] or parts[2] in ("", "None", "Unknown") or parts[2] < start:
+            continue  # a step (its CPU is in its job's line), or a job that never started or started before
+        days, _, clock = parts[3].rpartition("-")
+        fields = [float(x) for x in clock.split(":")]
+        seconds = sum(f * 60 ** i for i, f in enumerate(reversed(fields))) + 86400 * float(days or 0)
+        cpu[re.sub(r"^azhpc-(.+)-(sp|tr|ev|im|pre)\d*$", r"\1", parts[1])] += seconds
+    return dict(cpu)
+
+
 @pytest.hookimpl(trylast=True)  # after --durations' list, next to the suite's time
 def pytest_terminal_summary(terminalreporter):
     if WORKER_SECONDS:
         terminalreporter.write_line("busy time per worker: " + "; ".join(
             f"{w} {int(t['tests'])} tests, {t['SLURM'] + t['local']:.0f} s ({t['SLURM']:.0f} s SLURM tests)"
             for w, t in sorted(WORKER_SECONDS.items())))
+    if any(t["SLURM"] for t in WORKER_SECONDS.values()):
+        try:
+            cpu = slurm_cpu_by_run(SESSION_START)
+        except (ValueError, IndexError):  # an accounting line in a form not foreseen: no report rather than an error
+            cpu = {}
+        if cpu:
+            top = sorted(cpu.items(), key=lambda kv: -kv[1])
+            terminalreporter.write_line(f"CPU of the SLURM tests' jobs (sacct): {sum(cpu.values()):.0f} s; by run: "
+                                        + ", ".join(f"{name} {sec:.0f} s" for name, sec in top[:8]))
 
 
 @pytest.fixture(scope="session")
