@@ -605,7 +605,7 @@ def _keep_busy(fit: Callable[[], Any], match_half: Callable[[], float], rungs: S
             wanted -= 1
         if len(in_play) == len(new) > 1:
             echo(f"  {len(new)} blocks at once: " + ", ".join(new))
-        elif len(in_play) > len(new):
+        elif new and len(in_play) > len(new):  # a block started beside others still in play
             echo(f"  {'one more block' if len(new) == 1 else f'{len(new)} more blocks'} ({len(in_play)} in play): "
                  + ", ".join(new))
 
