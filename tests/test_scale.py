@@ -297,7 +297,8 @@ def test_climb_with_jobs_plays_its_blocks_at_once_each_a_distinct_entry():
         calls.append(a[:2])
         return per_block(800.0, 9)(*a)
     for factor in (0.97, 0.85, 0.8, 0.75):  # a block or two, the second sometimes not needed once the first has ended
-        calls, said = [], []
+        calls.clear()
+        said: list[str] = []
         climb("net", rungs, record_call, played=played, target=near.match_half * factor, jobs=8, echo=said.append)
         assert 1 <= len(calls) <= (2 if factor == 0.97 else 8), (factor, calls)
         assert not [line for line in said if line.endswith(": ")], said  # a line for each block started, no other
