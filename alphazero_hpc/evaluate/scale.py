@@ -514,19 +514,26 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     def total() -> int:
         return sum(s.games for _, s in history)
 
+    def claim(rung: ScaleRung, before: int) -> tuple[int, int]:
+        """The next block against ``rung``: its seed, and its first opening after the ``before`` games against it
+        (those played and those of blocks started before it)."""
+        seed = next_seed.get(rung.name, 0)
+        next_seed[rung.name] = seed + 1
+        return seed, before // 2
+
+    def done(rung: ScaleRung, score: MatchScore) -> None:
+        history.append((rung.name, score))
+        echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+
     def play(blocks: list[tuple[ScaleRung, int]]) -> None:
         if not blocks:
             return
         args: list[tuple[ScaleRung, int, int, int]] = []
         before: dict[str, int] = {}  # rung -> its games, this round's earlier blocks included
         for rung, games in blocks:
-            seed, g = next_seed.get(rung.name, 0), before.get(rung.name, games_vs(rung.name))
-            args.append((rung, games, seed, g // 2))
-            before[rung.name], next_seed[rung.name] = g + games, seed + 1
-
-        def done(rung: ScaleRung, score: MatchScore) -> None:
-            history.append((rung.name, score))
-            echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
+            g = before.get(rung.name, games_vs(rung.name))
+            args.append((rung, games, *claim(rung, g)))
+            before[rung.name] = g + games
 
         if len(args) == 1:
             done(args[0][0], play_block(*args[0]))
@@ -553,6 +560,43 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
         return MatchScore(*(sum(getattr(s, f) for n, s in history if n == rungs[i].name)
                             for f in ("wins", "draws", "losses"))).score
 
+    def keep_busy() -> Any:
+        """The blocks after the bracket with ``jobs`` > 1: up to ``jobs`` in play, a new one started as soon as one
+        ends while the interval asks for more; the last fit."""
+        in_play: dict[Future[MatchScore], tuple[ScaleRung, int]] = {}
+
+        def coming(name: str | None = None) -> int:  # games played and in play, against ``name`` or in all
+            return (total() if name is None else games_vs(name)) + sum(
+                g for rung, g in in_play.values() if name is None or rung.name == name)
+
+        def start(pool: ThreadPoolExecutor) -> None:
+            r, half = fit(), match_half()
+            if half <= target:
+                return
+            nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
+            # the interval narrows as 1/sqrt(games): about this many games in all reach the target, those in play counted
+            wanted = math.ceil((total() * (half / target) ** 2 - coming()) / block)
+            new = []
+            while len(in_play) < jobs and coming() < max_games and (wanted > 0 or not in_play):
+                rung = min(nearest, key=lambda g: coming(g.name))
+                in_play[pool.submit(play_block, rung, block, *claim(rung, coming(rung.name)))] = (rung, block)
+                new.append(f"{block} games vs {rung.name}")
+                wanted -= 1
+            if len(in_play) == len(new) > 1:
+                echo(f"  {len(new)} blocks at once: " + ", ".join(new))
+            elif new and len(in_play) > len(new):  # a block started beside others still in play
+                echo(f"  {'one more block' if len(new) == 1 else f'{len(new)} more blocks'} ({len(in_play)} in play): "
+                     + ", ".join(new))
+
+        with ThreadPoolExecutor(jobs) as pool:  # each block's line as it ends
+            start(pool)
+            while in_play:
+                ended, _ = wait(in_play, return_when=FIRST_COMPLETED)
+                for future in ended:
+                    done(in_play.pop(future)[0], future.result())
+                start(pool)
+        return fit()
+
     lo, hi = 0, len(rungs) - 1
     while hi - lo > 1 and total() < max_games:  # bisection: the first rung it scores under half against
         mid = (lo + hi) // 2
@@ -571,55 +615,9 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
             play([(min(nearest, key=lambda g: games_vs(g.name)), block)])
             r = fit()
     else:
-        r = _keep_busy(fit, match_half, rungs, play_block, history, next_seed, target, block, max_games, echo, jobs)
+        r = keep_busy()
     per_rung = {n: games_vs(n) for n in dict.fromkeys(n for n, _ in history)}
     return ScaleRating(player, r.elo, r.low, r.high, match_half(), sum(per_rung.values()), per_rung, target)
-
-
-def _keep_busy(fit: Callable[[], Any], match_half: Callable[[], float], rungs: Sequence[ScaleRung], play_block: PlayBlock,
-               history: list[tuple[str, MatchScore]], next_seed: dict[str, int], target: float, block: int,
-               max_games: int, echo: Callable[[str], None], jobs: int) -> Any:
-    """``climb``'s blocks after the bracket with ``jobs`` > 1: up to ``jobs`` in play, a new one started as soon as
-    one ends while the interval asks for more (``history`` and ``next_seed`` are ``climb``'s, updated here); the
-    last fit."""
-    in_play: dict[Future[MatchScore], tuple[ScaleRung, int]] = {}
-
-    def games(name: str | None = None, playing: bool = True) -> int:
-        done = sum(s.games for n, s in history if name is None or n == name)
-        return done + (sum(g for rung, g in in_play.values() if name is None or rung.name == name) if playing else 0)
-
-    def start(pool: ThreadPoolExecutor) -> None:
-        r, half = fit(), match_half()
-        if half <= target:
-            return
-        nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
-        # the interval narrows as 1/sqrt(games): about this many games in all reach the target, those in play counted
-        wanted = math.ceil((games(playing=False) * (half / target) ** 2 - games()) / block)
-        new = []
-        while len(in_play) < jobs and games() < max_games and (wanted > 0 or not in_play):
-            rung = min(nearest, key=lambda g: games(g.name))
-            seed, first = next_seed.get(rung.name, 0), games(rung.name) // 2
-            next_seed[rung.name] = seed + 1
-            in_play[pool.submit(play_block, rung, block, seed, first)] = (rung, block)
-            new.append(f"{block} games vs {rung.name}")
-            wanted -= 1
-        if len(in_play) == len(new) > 1:
-            echo(f"  {len(new)} blocks at once: " + ", ".join(new))
-        elif new and len(in_play) > len(new):  # a block started beside others still in play
-            echo(f"  {'one more block' if len(new) == 1 else f'{len(new)} more blocks'} ({len(in_play)} in play): "
-                 + ", ".join(new))
-
-    with ThreadPoolExecutor(jobs) as pool:  # each block's line as it ends
-        start(pool)
-        while in_play:
-            ended, _ = wait(in_play, return_when=FIRST_COMPLETED)
-            for future in ended:
-                rung, _ = in_play.pop(future)
-                score = future.result()
-                history.append((rung.name, score))
-                echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
-            start(pool)
-    return fit()
 
 
 def rate_on_scale(run_dir: Path, cfg: Config, generation: int, target: float = 75.0, probe: int = 10, block: int = 20,
