@@ -157,7 +157,7 @@ def check_evaluated(run: Path, st: dict, generations: int) -> None:
 @pytest.mark.slow
 def test_local_pipeline_two_generations(tmp_path):
     run = tmp_path / "run"
-    tmp = tmp_path / "tmp"  # the run's temporary files: torchrun's log folders must not be left behind, one a generation
+    tmp = tmp_path / "tmp"  # the run's temporary files: nothing of torchrun's may be left there (its log folders were, one a generation)
     tmp.mkdir()
     res = run_cli("launch", "--cluster", "local", "--generations", "2", "--run-dir", str(run), "--wait", *QUICK, *EVAL_QUICK,
                   timeout=600, env={"TMPDIR": str(tmp)})

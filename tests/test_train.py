@@ -79,6 +79,19 @@ def test_two_rank_gloo_ddp_keeps_weights_identical_and_only_rank0_writes(tmp_pat
     assert payload["steps"] == steps and payload["generation"] == 1
 
 
+def test_a_training_stage_of_one_rank_on_one_node_starts_the_rank_without_torchrun(tmp_path):
+    """torchrun's agent is one more process importing torch at every start, and one rank on one node has no one to
+    meet: the stage starts the rank itself; with several ranks or nodes, torchrun (c10d rendezvous across nodes)."""
+    out = tmp_path / "outcomes"
+    alone = torchrun_command(str(tmp_path), 3, 1, None, out)
+    assert alone[1:3] == ["-m", "alphazero_hpc.train"] and alone[-2:] == ["--outcomes", str(out)], alone
+    assert torchrun_command(str(tmp_path), 3, 1, (1, 0, "n1", "77"), out)[1:3] == ["-m", "alphazero_hpc.train"]
+    for nproc, slurm in ((2, None), (1, (2, 0, "n1", "77")), (4, (1, 0, "n1", "77"))):
+        cmd = torchrun_command(str(tmp_path), 3, nproc, slurm, out)
+        assert cmd[1:3] == ["-m", "torch.distributed.run"] and "alphazero_hpc.train" in cmd, (nproc, slurm, cmd)
+    assert "--rdzv-endpoint=n1:29477" in torchrun_command(str(tmp_path), 3, 1, (2, 0, "n1", "77"), out)
+
+
 def test_cli_training_on_two_ranks_writes_the_network_and_leaves_no_torchrun_folder(tmp_path):
     """``azhpc train --nproc-per-node 2`` starts torchrun itself: its log folder (an /tmp/torchelastic_* per start
     without one of ours) must be gone when it returns, as after a training stage."""

@@ -130,10 +130,19 @@ def _slurm_nodes() -> tuple[int, int, str, str] | None:
     return env.num_nodes, env.nodeid, env.first_node, env.job_id
 
 
+def alone(nproc_per_node: int, slurm: tuple[int, int, str, str] | None) -> bool:
+    """One rank on one node: nothing to meet, so the rank runs without torchrun (whose agent is one more process
+    that imports torch, ~2 CPU-seconds and a few seconds of wall clock at every training start)."""
+    return nproc_per_node == 1 and (slurm is None or slurm[0] == 1)
+
+
 def torchrun_command(run_dir: str, generation: int, nproc_per_node: int, slurm: tuple[int, int, str, str] | None,
                      outcomes: Path | None = None, log_dir: str | None = None) -> list[str]:
-    """The command that starts this node's training ranks; with ``outcomes``, each rank writes how it ended there;
-    ``log_dir``: torchrun's log folder (``torchrun_logs``)."""
+    """The command that starts this node's training ranks: torchrun, or the rank itself when it is ``alone``;
+    with ``outcomes``, each rank writes how it ended there; ``log_dir``: torchrun's log folder (``torchrun_logs``)."""
+    if alone(nproc_per_node, slurm):
+        cmd = [sys.executable, "-m", "alphazero_hpc.train", "--run-dir", str(run_dir), "--generation", str(generation)]
+        return cmd + (["--outcomes", str(outcomes)] if outcomes is not None else [])
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}"]
     if log_dir is not None:
         cmd.append(f"--log-dir={log_dir}")
@@ -253,7 +262,8 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
         else:
             check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        with torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
+        with contextlib.nullcontext(None) if alone(nproc_per_node, slurm) else \
+                torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
             code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
                                                                   paths.train_outcomes(generation + 1, node_index), log_dir=logs))
         if stopped and not error:
@@ -262,7 +272,8 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
                 _requeue(f"generation {generation} training", stopped)
             return StageResult("train", "stopped", counts)
         if code != 0 and (error or not (node_index == 0 and out.exists())):  # a written network stands
-            raise AzhpcError(error or f"torchrun exited with status {code}; the job log has the details")
+            raise AzhpcError(error or f"{'the training rank' if alone(nproc_per_node, slurm) else 'torchrun'} exited with "
+                                      f"status {code}; the job log has the details")
         if node_index == 0 and not out.exists():
             raise AzhpcError(f"training finished without writing {out}; the job log has the details")
     except SystemExit:  # submitit's requeue on USR2 (after TrainStage.checkpoint)
