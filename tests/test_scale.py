@@ -328,7 +328,41 @@ def test_climb_with_jobs_says_each_block_as_it_ends_not_when_its_round_does():
 
     climb("net", rungs, play_block, target=75.0, max_games=400, echo=echo, jobs=2)
     assert lines[0] == f"  2 blocks at once: 10 games vs {low.name}, 10 games vs {high.name}", lines
-    assert lines[1].startswith(f"  vs {low.name} (") and lines[2].startswith(f"  vs {high.name} ("), lines
+    ended = [line for line in lines if line.startswith("  vs ")]
+    assert ended[0].startswith(f"  vs {low.name} (") and ended[1].startswith(f"  vs {high.name} ("), lines
+
+
+def test_climb_with_jobs_probes_again_as_soon_as_one_probe_settles_the_bracket():
+    """A probe that ends with a score that bounds the bracket alone (under half against the upper of two probes)
+    starts the next probe inside the new bracket at once, while the other probe of its round plays on: here the lower
+    probe plays on until that next probe has started, which rounds (the next probes only when both had ended) never
+    allow (the wait would time out). The bracket still ends where the bisection ends it."""
+    import threading
+
+    from alphazero_hpc.evaluate.scale import _spread
+
+    rungs = [ScaleRung(f"r{e}", float(e), 0.0, False) for e in RUNG_ELOS]
+    low, high = (rungs[i] for i in _spread(0, len(rungs) - 1, 2))  # r300, r900
+    scripted = {low.name: MatchScore(10, 0, 0), high.name: MatchScore(2, 0, 8), "r600": MatchScore(7, 0, 3)}
+    lock, next_probe = threading.Lock(), threading.Event()
+    calls: list[tuple[str, int]] = []
+    lines: list[str] = []
+
+    def play_block(rung, games, seed, first_opening):
+        with lock:
+            calls.append((rung.name, games))
+        if rung is low:
+            assert next_probe.wait(30), calls  # in play until the probe inside the new bracket has started
+        elif games == 10 and rung is not high:
+            next_probe.set()
+        return scripted[rung.name] if games == 10 else per_block(700.0, 5)(rung, games, seed, first_opening)
+
+    r = climb("net", rungs, play_block, target=75.0, max_games=300, echo=lines.append, jobs=2)
+    assert [c for c in calls if c[1] == 10] == [(low.name, 10), (high.name, 10), ("r600", 10)], calls
+    assert lines[:3] == [f"  2 blocks at once: 10 games vs {low.name}, 10 games vs {high.name}",
+                         f"  vs {high.name} ({high.elo:.0f}): +2 =0 -8", "  one more block (2 in play): 10 games vs r600"], lines
+    # the bracket r600-r900, as the bisection finds it: every block after it against those two
+    assert {n for n, games in calls if games == 20} <= {"r600", "r900"} and r.games == sum(g for _, g in calls), (calls, r)
 
 
 def test_climb_with_jobs_starts_a_block_as_soon_as_one_ends_not_when_its_round_does():

@@ -23,7 +23,7 @@ import json
 import math
 import os
 import shutil
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -493,13 +493,15 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
     ``play_block`` plays one more, with the next seed against its rung (one past the highest) and the book from where
     the games against it so far leave off.
 
-    ``jobs`` > 1 plays up to that many blocks at once (``play_block`` called from as many threads): the bracket
-    probes that many rungs spread over the interval left, a round at a time (the first it scores under half against
-    bounds it). After the bracket nothing waits for a round: whenever a block ends, the fit is redone and as many
-    blocks start, against the two nearest rungs, as the interval still asks for (from how it narrows with games,
-    the games still in play counted as if played) and ``jobs`` leaves room for; the one long game of a block no
-    longer holds the other cores idle. Every block gets the seed and first opening it would have had played one
-    after another, so the blocks in play are distinct ledger entries, also after a rating that was cut short."""
+    ``jobs`` > 1 plays up to that many blocks at once (``play_block`` called from as many threads), and nothing
+    waits for a round: whenever a block ends, what is known is used and the free processes start the next blocks.
+    While the bracket is open they probe the rungs inside it not yet probed, spread over it (the middle first); a
+    probe that ends narrows the bracket at once (the rung nearest its middle first when several have games), and a
+    probe still in play outside it plays on and counts in the fit. After the bracket the fit is redone and as many
+    blocks start, against the two nearest rungs, as the interval still asks for (from how it narrows with games, the
+    games still in play counted as if played) and ``jobs`` leaves room for; the one long game of a block no longer
+    holds the other cores idle. Every block gets the seed and first opening it would have had played one after
+    another, so the blocks in play are distinct ledger entries, also after a rating that was cut short."""
     by_name = {r.name: r for r in rungs}
     history: list[tuple[str, MatchScore]] = []
     next_seed: dict[str, int] = {}
@@ -525,27 +527,8 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
         history.append((rung.name, score))
         echo(f"  vs {rung.name} ({rung.elo:.0f}): +{score.wins} ={score.draws} -{score.losses}")
 
-    def play(blocks: list[tuple[ScaleRung, int]]) -> None:
-        if not blocks:
-            return
-        args: list[tuple[ScaleRung, int, int, int]] = []
-        before: dict[str, int] = {}  # rung -> its games, this round's earlier blocks included
-        for rung, games in blocks:
-            g = before.get(rung.name, games_vs(rung.name))
-            args.append((rung, games, *claim(rung, g)))
-            before[rung.name] = g + games
-
-        if len(args) == 1:
-            done(args[0][0], play_block(*args[0]))
-            return
-        echo(f"  {len(args)} blocks at once: " + ", ".join(f"{games} games vs {rung.name}" for rung, games, *_ in args))
-        with ThreadPoolExecutor(len(args)) as pool:  # each block's line as it ends, not when the round does
-            futures = {pool.submit(play_block, *a): a[0] for a in args}
-            for future in as_completed(futures):
-                done(futures[future], future.result())
-
-    def room(size: int) -> int:  # blocks that max_games leaves this round (at least one, as played one at a time)
-        return max(1, min(jobs, math.ceil((max_games - total()) / size)))
+    def play_one(rung: ScaleRung, games: int) -> None:
+        done(rung, play_block(rung, games, *claim(rung, games_vs(rung.name))))
 
     exact_rungs = exact(rungs)
 
@@ -560,28 +543,54 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
         return MatchScore(*(sum(getattr(s, f) for n, s in history if n == rungs[i].name)
                             for f in ("wins", "draws", "losses"))).score
 
+    lo, hi = 0, len(rungs) - 1  # the bracket: the player scores at least half against rungs[lo], under half against rungs[hi]
+
+    def settle() -> None:
+        """Narrow the bracket with every rung inside it that has games (a probe that ended; a rating continued), the
+        one nearest the middle first: the first rung it scores under half against bounds it."""
+        nonlocal lo, hi
+        while hi - lo > 1:
+            known = [i for i in range(lo + 1, hi) if games_vs(rungs[i].name)]
+            if not known:
+                return
+            i = min(known, key=lambda k: (abs(k - (lo + hi) // 2), k))
+            lo, hi = (i, hi) if score_vs(i) >= 0.5 else (lo, i)
+
     def keep_busy() -> Any:
-        """The blocks after the bracket with ``jobs`` > 1: up to ``jobs`` in play, a new one started as soon as one
-        ends while the interval asks for more; the last fit."""
+        """``jobs`` > 1: up to ``jobs`` blocks in play, a new one started as soon as one ends: probes spread over the
+        bracket's rungs not yet probed while it is open, then blocks against the two nearest rungs while the
+        interval asks for more; the last fit."""
         in_play: dict[Future[MatchScore], tuple[ScaleRung, int]] = {}
 
         def coming(name: str | None = None) -> int:  # games played and in play, against ``name`` or in all
             return (total() if name is None else games_vs(name)) + sum(
                 g for rung, g in in_play.values() if name is None or rung.name == name)
 
+        def submit(pool: ThreadPoolExecutor, rung: ScaleRung, games: int) -> str:
+            in_play[pool.submit(play_block, rung, games, *claim(rung, coming(rung.name)))] = (rung, games)
+            return f"{games} games vs {rung.name}"
+
         def start(pool: ThreadPoolExecutor) -> None:
-            r, half = fit(), match_half()
-            if half <= target:
-                return
-            nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
-            # the interval narrows as 1/sqrt(games): about this many games in all reach the target, those in play counted
-            wanted = math.ceil((total() * (half / target) ** 2 - coming()) / block)
+            settle()
             new = []
-            while len(in_play) < jobs and coming() < max_games and (wanted > 0 or not in_play):
-                rung = min(nearest, key=lambda g: coming(g.name))
-                in_play[pool.submit(play_block, rung, block, *claim(rung, coming(rung.name)))] = (rung, block)
-                new.append(f"{block} games vs {rung.name}")
-                wanted -= 1
+            if hi - lo > 1:  # the bracket is open: probe its rungs (settle leaves none inside with games)
+                busy = {rung.name for rung, _ in in_play.values()}
+                free = [i for i in range(lo + 1, hi) if rungs[i].name not in busy]
+                spread = [free[j] for j in _spread(-1, len(free), jobs - len(in_play))]
+                room = max(0, math.ceil((max_games - coming()) / probe))  # as many as max_games leaves
+                for i in sorted(sorted(spread, key=lambda k: abs(k - (lo + hi) // 2))[:room]):
+                    new.append(submit(pool, rungs[i], probe))
+            else:
+                r, half = fit(), match_half()
+                if half <= target:
+                    return
+                nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
+                # the interval narrows as 1/sqrt(games): about this many games in all reach the target, those in
+                # play counted
+                wanted = math.ceil((total() * (half / target) ** 2 - coming()) / block)
+                while len(in_play) < jobs and coming() < max_games and (wanted > 0 or not in_play):
+                    new.append(submit(pool, min(nearest, key=lambda g: coming(g.name)), block))
+                    wanted -= 1
             if len(in_play) == len(new) > 1:
                 echo(f"  {len(new)} blocks at once: " + ", ".join(new))
             elif new and len(in_play) > len(new):  # a block started beside others still in play
@@ -597,22 +606,15 @@ def climb(player: str, rungs: Sequence[ScaleRung], play_block: PlayBlock,
                 start(pool)
         return fit()
 
-    lo, hi = 0, len(rungs) - 1
-    while hi - lo > 1 and total() < max_games:  # bisection: the first rung it scores under half against
-        mid = (lo + hi) // 2
-        # a middle rung with games already (a rating continued) decides alone, as in the bisection; else a round
-        picks = [mid] if games_vs(rungs[mid].name) else sorted(_spread(lo, hi, jobs), key=lambda i: abs(i - mid))[:room(probe)]
-        play([(rungs[i], probe) for i in sorted(picks) if not games_vs(rungs[i].name)])
-        for i in sorted(picks):
-            if score_vs(i) < 0.5:
-                hi = i
-                break
-            lo = i
     if jobs == 1:
+        settle()
+        while hi - lo > 1 and total() < max_games:  # bisection: the middle rung, then the half its score leaves
+            play_one(rungs[(lo + hi) // 2], probe)
+            settle()
         r = fit()
         while match_half() > target and total() < max_games:
             nearest = sorted(rungs, key=lambda g: abs(g.elo - r.elo))[:2]
-            play([(min(nearest, key=lambda g: games_vs(g.name)), block)])
+            play_one(min(nearest, key=lambda g: games_vs(g.name)), block)
             r = fit()
     else:
         r = keep_busy()
