@@ -37,7 +37,7 @@ Algorithm = Literal["puct", "gumbel"]
 PlayAlgorithm = Literal["same", "puct", "gumbel"]
 Interior = Literal["puct", "deterministic"]
 RootValue = Literal["visits", "improved"]
-Precision = Literal["auto", "bf16", "bf16-if-native", "float32"]
+Precision = Literal["auto", "bf16", "bf16-if-native", "float32", "int8"]
 MoveGenerator = Literal["compiled", "python-chess"]
 Compression = Literal["gzip", "lzf", "none"]
 Amp = Literal["auto", "bf16", "bf16-if-native", "fp16", "off"]
@@ -128,7 +128,8 @@ class MCTSConfig:
     precision: Precision = "auto"  # the network's arithmetic in search: auto (bf16 on CUDA, float32 on CPU), bf16 (also on
                              # CPU: 1.2-2.5x the evaluations/s where the CPU has avx512_bf16 or AMX, 0.16x where torch
                              # emulates it), bf16-if-native (bf16 where the CPU or GPU has it, else float32:
-                             # net/precision.py), float32
+                             # net/precision.py), float32, int8 (CPU only: the network quantized after training,
+                             # net/quantize.py; its speed against bf16 in docs/performance.md)
     channels_last: bool = True  # on CPU, the network's weights and batches in channels-last layout (NHWC): the same
                                 # outputs; learn.yaml's bf16 search 1.20x the simulations/s, float32 unchanged
                                 # (docs/performance.md)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import torch
 
+from ..errors import AzhpcError
 from .cputhreads import StepThreads, fixed_threads
 from .model import AlphaZeroNet
 from .precision import describe as describe_precision, uses_bf16
@@ -44,7 +45,8 @@ class TorchEvaluator:
     On CUDA the batch is copied through a pinned buffer. ``precision`` (``mcts.precision``) says whether the
     network runs under bf16 autocast: ``auto`` on CUDA only, ``bf16`` everywhere (on a CPU with native bf16,
     avx512_bf16 or AMX, 1.2-2.5x the evaluations/s of float32: docs/performance.md), ``bf16-if-native`` where the
-    device has bf16 instructions (net/precision.py), ``float32`` nowhere. On CPU,
+    device has bf16 instructions (net/precision.py), ``float32`` nowhere; ``int8`` (a CPU only) runs the network
+    quantized to int8 (net/quantize.py) instead of the float one. On CPU,
     ``AZHPC_TORCH_THREADS`` sets torch's thread count; otherwise a search pool measures which count is best
     (``cputhreads``). On a GPU (or MPS) torch gets one CPU thread unless ``AZHPC_TORCH_THREADS`` says otherwise: the
     setting is the process's, so later CPU torch work in the same process runs on one thread too.
@@ -53,9 +55,18 @@ class TorchEvaluator:
     def __init__(self, model: AlphaZeroNet, device: torch.device | str = "cpu", precision: str = "auto",
                  channels_last: bool = True) -> None:
         self.device = torch.device(device)
-        folded = _fold_batch_norms(model.eval())
-        # a model fx could not fold is the caller's own: laid out and moved as a copy, the caller's is left as it was
-        self.model = (copy.deepcopy(folded) if folded is model else folded).to(self.device)
+        self.int8 = precision == "int8"
+        if self.int8 and self.device.type != "cpu":
+            raise AzhpcError(f"mcts.precision int8 runs the network on a CPU only, and this one is on {self.device}: "
+                             f"set mcts.precision to bf16 or auto for a GPU, or run on the CPU (--device cpu)")
+        if self.int8:
+            from .quantize import quantize_int8  # torch's quantization modules only where asked for
+
+            self.model = quantize_int8(model)
+        else:
+            folded = _fold_batch_norms(model.eval())
+            # a model fx could not fold is the caller's own: laid out and moved as a copy, the caller's left as it was
+            self.model = (copy.deepcopy(folded) if folded is model else folded).to(self.device)
         self.history = model.cfg.history
         self.attack_planes = model.cfg.attack_sets  # sets of attack maps the planes end with (0, 1, 2)
         self.autocast = uses_bf16(precision, self.device)
@@ -64,7 +75,7 @@ class TorchEvaluator:
         self._threads: StepThreads | None = None  # tune_threads(): torch's CPU thread count measured on the batches
         # mcts.channels_last: on CPU the weights and every batch are channels-last (NHWC), which oneDNN's convolutions
         # run without reordering into and out of their own layout; the same outputs, more evaluations/s (docs/performance.md)
-        self.channels_last = channels_last and self.device.type == "cpu"
+        self.channels_last = channels_last and self.device.type == "cpu" and not self.int8
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # stub gap
         if self.device.type == "cpu":
@@ -91,7 +102,7 @@ class TorchEvaluator:
     def describe(self) -> str:
         """The device in a line for progress records: ``cpu``, ``cpu, bf16`` (under bf16 autocast), or
         ``cuda:0 (NVIDIA H100 80GB HBM3), bf16``."""
-        arithmetic = ", bf16" if self.autocast else ""
+        arithmetic = ", bf16" if self.autocast else ", int8" if self.int8 else ""
         if self.device.type != "cuda":
             return f"{self.device}{arithmetic}"
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()

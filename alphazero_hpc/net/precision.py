@@ -81,6 +81,8 @@ def uses_bf16(setting: str, device: torch.device | str) -> bool:
 
 def describe(setting: str, device: torch.device | str) -> str:
     """One line for a log: what ``setting`` resolves to on ``device`` and why."""
+    if setting == "int8":
+        return "network in int8 (int8: quantized for the CPU, net/quantize.py)"
     bf16 = uses_bf16(setting, device)
     if setting != "bf16-if-native":
         return f"network in {'bf16' if bf16 else 'float32'} ({setting})"
