@@ -59,3 +59,32 @@ def test_bench_selfplay_measures_int8_beside_float32_in_one_run(tmp_path):
     out = json.loads(res.stdout)
     ratio = out["simulations_per_s_over_mcts.precision=float32"]
     assert set(ratio) == {"mcts.precision=float32", "mcts.precision=int8"} and ratio["mcts.precision=int8"] > 0, out
+
+
+@pytest.mark.parametrize("cluster", ["slurm", "local"])
+def test_a_launch_that_gives_its_tasks_gpus_refuses_int8_at_once_naming_the_fix(cluster):
+    """A GPU task would refuse int8 in every self-play task and lose the generation: the launch says so first."""
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.launch.plan import make_plan
+
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", ["mcts.precision=int8", "selfplay.games_per_generation=64"])
+    fix = "slurm.gpus_per_node: 0" if cluster == "slurm" else "CUDA_VISIBLE_DEVICES="
+    with pytest.raises(AzhpcError, match=rf"mcts.precision int8 runs the network on a CPU only.*{fix}"):
+        make_plan(cfg, cluster, local_gpus=2)
+    cpu = load_config(ROOT / "configs" / "tiny.yaml", ["mcts.precision=int8", "selfplay.games_per_generation=64",
+                                                       "slurm.gpus_per_node=0"])
+    assert make_plan(cpu, cluster, local_gpus=0, local_cpus=2).gpus_per_node == 0
+
+
+def test_a_squeeze_excitation_net_quantizes_too():
+    """configs/cluster.yaml's nets have squeeze-excitation blocks (pooling, two linear layers, a sigmoid gate)."""
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.net.model import build_model
+
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", ["model.se_ratio=4"])
+    model = build_model(cfg.model, seed=3)
+    assert any(b.se is not None for b in model.tower)
+    x = calibration_positions(cfg.model.history, cfg.model.attack_sets, 32, seed=5)
+    p32, v32 = TorchEvaluator(model, "cpu", "float32").evaluate(x)
+    p8, v8 = TorchEvaluator(model, "cpu", "int8").evaluate(x)
+    assert p8.shape == p32.shape and np.abs(v8 - v32).mean() < 0.05 and np.corrcoef(p8.ravel(), p32.ravel())[0, 1] > 0.9

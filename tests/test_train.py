@@ -92,6 +92,23 @@ def test_a_training_stage_of_one_rank_on_one_node_starts_the_rank_without_torchr
     assert "--rdzv-endpoint=n1:29477" in torchrun_command(str(tmp_path), 3, 1, (2, 0, "n1", "77"), out)
 
 
+def test_a_lone_rank_is_a_world_of_one_inside_a_step_of_many_tasks(tmp_path, monkeypatch, capfd):
+    """Without torchrun nothing sets RANK/WORLD_SIZE, and a rank inside an srun step of 8 tasks (a local launch from
+    an interactive allocation) would read a world of 8 from SLURM and wait for 7 ranks that never come: the stage
+    gives the lone rank its world of one."""
+    from alphazero_hpc.launch.stages import _run_torchrun
+
+    for key, value in {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "8", "SLURM_PROCID": "3"}.items():
+        monkeypatch.setenv(key, value)
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    probe = ["-c", "from alphazero_hpc.train.trainer import dist_env; e = dist_env(); print('world', e.rank, e.world)",
+             "--outcomes", str(tmp_path / "outcomes")]
+    for lone, seen in ((True, "world 0 1"), (False, "world 3 8")):  # without it, SLURM's count (the bug it prevents)
+        code, _, _ = _run_torchrun([sys.executable, *probe], lone=lone)
+        assert code == 0 and seen in capfd.readouterr().out, lone
+
+
 def test_cli_training_on_two_ranks_writes_the_network_and_leaves_no_torchrun_folder(tmp_path):
     """``azhpc train --nproc-per-node 2`` starts torchrun itself: its log folder (an /tmp/torchelastic_* per start
     without one of ours) must be gone when it returns, as after a training stage."""

@@ -106,6 +106,11 @@ def make_plan(cfg: Config, cluster: str, *, local_gpus: int = 0, local_cpus: int
 
 def _check_fits(cfg: Config, plan: LaunchPlan) -> None:
     """Problems that would otherwise surface as a failed job an hour into the run."""
+    if cfg.mcts.precision == "int8" and plan.gpus_per_node > 0:
+        fix = ("slurm.gpus_per_node: 0 for tasks on CPUs only" if plan.cluster == "slurm"
+               else "hide the GPUs (CUDA_VISIBLE_DEVICES=) to play on the CPU")
+        raise AzhpcError(f"mcts.precision int8 runs the network on a CPU only, and this run gives each self-play task a "
+                         f"GPU ({plan.gpus_per_node} per node): set mcts.precision to bf16 or auto for GPUs, or {fix}")
     games = cfg.selfplay.games_per_generation
     if games < plan.tasks:
         raise AzhpcError(f"selfplay.games_per_generation ({games}) is below the {plan.tasks} self-play tasks: "

@@ -265,7 +265,8 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
         with contextlib.nullcontext(None) if alone(nproc_per_node, slurm) else \
                 torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
             code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
-                                                                  paths.train_outcomes(generation + 1, node_index), log_dir=logs))
+                                                                  paths.train_outcomes(generation + 1, node_index), log_dir=logs),
+                                                 lone=alone(nproc_per_node, slurm))
         if stopped and not error:
             progress.write(status="stopped", error=stopped)
             if node_index == 0:
@@ -313,7 +314,7 @@ def _extend(paths: RunPaths, generation: int, node_index: int) -> None:
                   f"missing", file=sys.stderr, flush=True)
 
 
-def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
+def _run_torchrun(cmd: list[str], lone: bool = False) -> tuple[int, str, str]:
     """Run torchrun ``cmd`` with USR2 ignored (SLURM signals every process of the step: the agent must survive it,
     the ranks handle it), its output passed through, and return (exit status, a failed rank's error line, a stopped
     rank's message) from the outcome records that this node's ranks wrote (``--outcomes``)."""
@@ -321,6 +322,8 @@ def _run_torchrun(cmd: list[str]) -> tuple[int, str, str]:
     folder = Path(cmd[cmd.index("--outcomes") + 1])
     clear_train_outcomes(folder)  # an earlier attempt's
     env = {**os.environ, "HDF5_USE_FILE_LOCKING": os.environ.get("HDF5_USE_FILE_LOCKING", "FALSE")}
+    if lone:  # the rank started without torchrun: a world of one, whatever an enclosing srun step's task count says
+        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     ignoring_usr2 = ["/bin/sh", "-c", 'trap "" USR2; exec "$@"', "torchrun", *cmd]  # SIG_IGN survives exec
     # a stage killed hard (SIGKILL, the OOM killer) takes torchrun with it: its ranks save their state and stop
     # instead of training on beside the next attempt's

@@ -127,7 +127,7 @@ def _targets(paths: RunPaths, g: int, kind: Fault) -> list[Any]:
         return [p.pid for p in _running_tasks(paths, g)]
     if kind == "search-worker":  # spawned by the task: its parent is the task's pid
         return [w for p in _running_tasks(paths, g) for w in p.search_worker_pids if pid_alive(w) and procs.parent(w) == p.pid]
-    if kind == "trainer":  # a training rank (a child of torchrun, itself a child of the stage process)
+    if kind == "trainer":  # a training rank (the stage process's child, or torchrun's where several ranks train)
         t = read_train_progress(paths.train_progress(g + 1))
         if t is None or t.status != "running" or not azhpc_process_alive(t.pid, t.host):
             return []
