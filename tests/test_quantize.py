@@ -1,7 +1,6 @@
 """``mcts.precision: int8`` (net/quantize.py): the network quantized for CPU inference agrees with its float32 self on
 a trained network, is the same int8 network in every process, and is refused off the CPU in one line."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ from alphazero_hpc.net.checkpoint import load_model
 from alphazero_hpc.net.inference import TorchEvaluator
 from alphazero_hpc.net.quantize import calibration_boards, calibration_positions
 
-from .conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINED = ROOT / "docs" / "networks" / "learn-seed22" / "models" / "gen-0069.pt"  # the recipe's 6x64 net, 69 generations
@@ -49,16 +47,19 @@ def test_int8_off_the_cpu_is_one_line_naming_the_fix():
         TorchEvaluator(model, "cuda", "int8")
 
 
-@pytest.mark.slow
-def test_bench_selfplay_measures_int8_beside_float32_in_one_run(tmp_path):
-    """The speed figure of docs/performance.md: ``--vary mcts.precision=float32,int8`` plays the tiny config's games
-    with each network in one run and prints the ratio."""
-    res = run_cli("bench", "selfplay", "--config", "configs/tiny.yaml", "--seconds", "1", "--vary",
-                  "mcts.precision=float32,int8", "--json")
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    out = json.loads(res.stdout)
-    ratio = out["simulations_per_s_over_mcts.precision=float32"]
-    assert set(ratio) == {"mcts.precision=float32", "mcts.precision=int8"} and ratio["mcts.precision=int8"] > 0, out
+def test_self_play_plays_whole_games_with_the_int8_network():
+    """The search's own calls (batches of every size its games ask for) through the int8 network: games end and
+    record their positions. (Its speed against float32 and bf16: ``azhpc bench selfplay --vary
+    mcts.precision=float32,bf16-if-native,int8``, docs/performance.md.)"""
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.net.model import build_model
+    from alphazero_hpc.selfplay.engine import GameSpec, SelfPlayEngine
+
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", ["mcts.precision=int8", "selfplay.max_plies=16",
+                                                       "mcts.simulations=8", "mcts.fast_simulations=2"])
+    evaluator = TorchEvaluator(build_model(cfg.model, seed=1), "cpu", cfg.mcts.precision)
+    records = list(SelfPlayEngine(evaluator, cfg).play([GameSpec(0, i, 40 + i) for i in range(3)]))
+    assert evaluator.int8 and len(records) == 3 and all(r.plies >= 1 and len(r.ply) >= 1 for r in records), records
 
 
 @pytest.mark.parametrize("cluster", ["slurm", "local"])
