@@ -232,7 +232,7 @@ class TreeSearch:
         for i, tree in enumerate(trees):
             state = self._gumbel.get(tree)
             if state is not None:
-                priors, visits, _ = f.children(self._roots[tree])
+                priors, visits = f.priors_and_visits(self._roots[tree])
                 logits, sig = self._gumbel_terms(self._roots[tree], priors, visits)
                 choice[i] = state.next_move(logits, sig, visits)
         return choice

@@ -165,11 +165,18 @@ class Forest:
 
     def children(self, node: int) -> tuple[np.ndarray, np.ndarray, list[chess.Move]]:
         """(edge priors, child visit counts, moves) of an evaluated node."""
+        priors, visits = self.priors_and_visits(node)
+        s, c = int(self._estart.a[node]), int(self._ecount.a[node])
+        return priors, visits, [to_move(m) for m in self._move.a[s : s + c].tolist()]
+
+    def priors_and_visits(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """``children`` without the moves: a Gumbel root's choice before every simulation reads only these, and
+        making its ~30 ``chess.Move`` objects each time was ~8% of int8 self-play's wall clock (docs/performance.md)."""
         self._ready(node)
         s, c = int(self._estart.a[node]), int(self._ecount.a[node])
         ch = self._child.a[s : s + c]
         visits = np.where(ch >= 0, self._n.a[np.maximum(ch, 0)], 0).astype(np.float32)
-        return self._prior.a[s : s + c].copy(), visits, [to_move(m) for m in self._move.a[s : s + c].tolist()]
+        return self._prior.a[s : s + c].copy(), visits
 
     def child_move(self, node: int, k: int) -> int:
         """The ``k``-th move (an int) of an evaluated node."""
