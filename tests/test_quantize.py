@@ -89,3 +89,24 @@ def test_a_squeeze_excitation_net_quantizes_too():
     p32, v32 = TorchEvaluator(model, "cpu", "float32").evaluate(x)
     p8, v8 = TorchEvaluator(model, "cpu", "int8").evaluate(x)
     assert p8.shape == p32.shape and np.abs(v8 - v32).mean() < 0.05 and np.corrcoef(p8.ravel(), p32.ravel())[0, 1] > 0.9
+
+
+def test_an_int8_network_is_another_player_in_the_ledger():
+    """Its moves differ from the float network's (0.93 of best moves alike): its matches get keys and ledger fields of
+    their own, never reused for the float network's or the other way round, and ``azhpc elo`` names it apart."""
+    import dataclasses
+
+    from alphazero_hpc.config import load_config
+    from alphazero_hpc.evaluate.ledger import PlaySetup, search_tag
+    from alphazero_hpc.evaluate.runner import MatchPlan
+
+    setup = PlaySetup(1600, True, 0.0, "puct", 3.0, True, True)
+    plan = MatchPlan("gen:1", "random", 2, setup, "book", 0, 24)
+    floating = MatchPlan("gen:1", "random", 2, dataclasses.replace(setup, int8=False), "book", 0, 24)
+    assert plan.key == floating.key + "|int8"
+    entry = setup.entry_fields() | {"simulations": 1600}
+    assert entry["precision"] == "int8" and PlaySetup.of_entry(entry) == setup
+    assert search_tag(entry) == "puct1600,T=3,reuse,int8"  # type: ignore[arg-type]
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", ["mcts.precision=int8"])
+    assert PlaySetup.of_config(cfg).int8 and not PlaySetup.of_config(load_config(ROOT / "configs" / "tiny.yaml")).int8
+    assert search_tag(floating.setup.entry_fields() | {"simulations": 1600}, cfg).endswith(",float")  # type: ignore[arg-type]

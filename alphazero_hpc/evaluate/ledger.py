@@ -44,6 +44,7 @@ class LedgerEntry(TypedDict, total=False):
     search: str  # optional, the network's search algorithm where eval.algorithm overrode the run's (azhpc elo: gen:K@puct400)
     policy_temperature: float  # optional, the network's prior temperature at play when not 1 (eval.policy_temperature)
     tree_reuse: bool  # optional, true when the network kept each game's tree between its moves (eval.tree_reuse)
+    precision: str  # optional, "int8" when the network played quantized (mcts.precision: int8): another player
     wins: int  # the first player's, over ``games``
     draws: int
     losses: int
@@ -70,7 +71,8 @@ class LedgerEntry(TypedDict, total=False):
 @dataclass(frozen=True)
 class PlaySetup:
     """How the network players of a match searched (simulations, the mate proof, leaf capture values, eval.algorithm
-    where it is not the run's, the prior's temperature, tree reuse): what makes ``gen:K`` in two ledger entries the same player.
+    where it is not the run's, the prior's temperature, tree reuse, an int8 network): what makes ``gen:K`` in two
+    ledger entries the same player.
     A match's plan holds one (``runner.MatchPlan``), and its key and ledger entry name it (``key_flags``,
     ``entry_fields``)."""
     simulations: int
@@ -79,18 +81,20 @@ class PlaySetup:
     search: str = ""
     policy_temperature: float = 1.0
     tree_reuse: bool = False
+    int8: bool = False  # mcts.precision: int8, the network quantized (net/quantize.py): its moves differ from float's
 
     @classmethod
     def of_entry(cls, entry: Mapping[str, Any]) -> PlaySetup:
         return cls(int(entry.get("simulations", 0)), bool(entry.get("mate_in_one")),
                    float(entry.get("leaf_capture_value", 0.0)), str(entry.get("search", "")),
-                   float(entry.get("policy_temperature", 1.0)), bool(entry.get("tree_reuse")))
+                   float(entry.get("policy_temperature", 1.0)), bool(entry.get("tree_reuse")),
+                   entry.get("precision") == "int8")
 
     @classmethod
     def of_config(cls, cfg: Config, simulations: int | None = None) -> PlaySetup:
         """How ``cfg``'s networks play: at ``simulations``, else its play_simulations."""
         return cls(simulations or cfg.play_simulations, cfg.mcts.mate_in_one, cfg.mcts.leaf_capture_value, cfg.play_search,
-                   cfg.play_temperature, cfg.eval.tree_reuse)
+                   cfg.play_temperature, cfg.eval.tree_reuse, cfg.mcts.precision == "int8")
 
     def key_flags(self) -> str:
         """The end of a match's ledger key that names this setup beyond its simulations: "" at the defaults, so the
@@ -99,7 +103,7 @@ class PlaySetup:
                 + (f"|leaf_capture={self.leaf_capture_value:g}" if self.leaf_capture_value else "")
                 + (f"|search={self.search}" if self.search else "")
                 + (f"|policy_temperature={self.policy_temperature:g}" if self.policy_temperature != 1.0 else "")
-                + ("|tree_reuse" if self.tree_reuse else ""))
+                + ("|tree_reuse" if self.tree_reuse else "") + ("|int8" if self.int8 else ""))
 
     def entry_fields(self) -> dict[str, Any]:
         """This setup's fields of a ledger entry beyond its simulations, each only where it is not the default
@@ -108,7 +112,8 @@ class PlaySetup:
                 **({"leaf_capture_value": self.leaf_capture_value} if self.leaf_capture_value else {}),
                 **({"search": self.search} if self.search else {}),
                 **({"policy_temperature": self.policy_temperature} if self.policy_temperature != 1.0 else {}),
-                **({"tree_reuse": True} if self.tree_reuse else {})}
+                **({"tree_reuse": True} if self.tree_reuse else {}),
+                **({"precision": "int8"} if self.int8 else {})}
 
 
 def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
@@ -120,7 +125,7 @@ def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
     if cfg is None:
         tag = f"{setup.search}{setup.simulations}" if setup.search else ""
         temperature = f"T={setup.policy_temperature:g}" if setup.policy_temperature != 1.0 else ""
-        return ",".join(t for t in (tag, temperature, "reuse" if setup.tree_reuse else "") if t)
+        return ",".join(t for t in (tag, temperature, "reuse" if setup.tree_reuse else "", "int8" if setup.int8 else "") if t)
     own = PlaySetup.of_config(cfg)
     if setup == own:
         return ""
@@ -128,7 +133,8 @@ def search_tag(entry: LedgerEntry, cfg: Config | None = None) -> str:
             + ((",mate" if setup.mate_in_one else ",nomate") if setup.mate_in_one != own.mate_in_one else "")
             + (f",capture={setup.leaf_capture_value:g}" if setup.leaf_capture_value != own.leaf_capture_value else "")
             + (f",T={setup.policy_temperature:g}" if setup.policy_temperature != own.policy_temperature else "")
-            + ((",reuse" if setup.tree_reuse else ",noreuse") if setup.tree_reuse != own.tree_reuse else ""))
+            + ((",reuse" if setup.tree_reuse else ",noreuse") if setup.tree_reuse != own.tree_reuse else "")
+            + ((",int8" if setup.int8 else ",float") if setup.int8 != own.int8 else ""))
 
 
 @contextlib.contextmanager
