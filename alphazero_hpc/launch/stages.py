@@ -262,19 +262,19 @@ def train_stage(run_dir: str, generation: int, nproc_per_node: int = 1) -> Stage
         else:
             check_min_data(cfg, paths, generation)
         progress.write(status="running")
-        with contextlib.nullcontext(None) if alone(nproc_per_node, slurm) else \
-                torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
+        lone = alone(nproc_per_node, slurm)
+        with contextlib.nullcontext(None) if lone else torchrun_logs(paths.torchrun_logs(generation + 1, node_index)) as logs:
             code, error, stopped = _run_torchrun(torchrun_command(run_dir, generation, nproc_per_node, slurm,
                                                                   paths.train_outcomes(generation + 1, node_index), log_dir=logs),
-                                                 lone=alone(nproc_per_node, slurm))
+                                                 lone=lone)
         if stopped and not error:
             progress.write(status="stopped", error=stopped)
             if node_index == 0:
                 _requeue(f"generation {generation} training", stopped)
             return StageResult("train", "stopped", counts)
         if code != 0 and (error or not (node_index == 0 and out.exists())):  # a written network stands
-            raise AzhpcError(error or f"{'the training rank' if alone(nproc_per_node, slurm) else 'torchrun'} exited with "
-                                      f"status {code}; the job log has the details")
+            raise AzhpcError(error or f"{'the training rank' if lone else 'torchrun'} exited with status {code}; the job "
+                                      f"log has the details")
         if node_index == 0 and not out.exists():
             raise AzhpcError(f"training finished without writing {out}; the job log has the details")
     except SystemExit:  # submitit's requeue on USR2 (after TrainStage.checkpoint)
