@@ -281,6 +281,12 @@ ARMS: dict[str, tuple[str, ...]] = {
     # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model (mean 1028) and the
     # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain
     "6x64-qi": (*_RECIPE, "mcts.gumbel_root_value=improved"),
+    # 6x64-rr2 with a tenth of Gumbel's sigma scale, as 4x64-cs01 was (mcts.gumbel_c_scale=0.1): the improved policy
+    # target moves toward q by at most ~5 logits instead of ~51, so the prior keeps its ranking of close moves. At the
+    # documented play setting the networks rate +105 and +142 higher with their priors flattened at play (T=3): the
+    # recipe's one-hot targets make priors too sharp for PUCT. 4x64-cs01 rated level with its base at 1 CPU-hour
+    # (670 against 642-701) when ratings were at Gumbel 96, a search that reads the prior's top 16 moves alike
+    "6x64-cs01": (*_RECIPE, "mcts.gumbel_c_scale=0.1"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
