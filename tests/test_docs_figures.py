@@ -3,6 +3,7 @@ and the games those scripts carry are the games in the kept ledgers: a re-frozen
 edit to one side alone fails here instead of leaving the README quoting a figure nothing computes."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -144,3 +145,39 @@ def test_the_kept_depth1_games_are_the_documented_scores(tmp_path, capsys):
               ((arm, check.total(tmp_path, arm, "stockfish:skill=0,depth=1", "fairy-stockfish:skill=-1,depth=1"))
                for arm in check.ARMS)}
     assert f"scored {scores['per-game']:.3f} against {scores['shared']:.3f}, {diff.group(1)} +-" in summary
+
+
+def test_the_kept_play_ab_matches_are_the_log_s_table():
+    """docs/calibration/play-ab-2026-12-07/*.json summarised by play_ab.py: every row of the log's table "Search
+    constants at play, head to head at T=3" (B's W/D/L, score and Elo with its interval), the pooled T=4 row too,
+    and every match is 60 games from a kept network."""
+    ab = load("play_ab")
+    kept = sorted((CALIBRATION / "play-ab-2026-12-07").glob("*.json"))
+    assert len(kept) >= 6
+    log = folded("docs", "evaluation-log.md")
+    section = log[log.index("### Search constants at play, head to head at T=3"):]
+    section = section[:section.index("###", 3)]
+    lines = [ab.summary_line(path) for path in kept] + ab.pooled_lines(kept)
+    assert any(line.startswith("pooled, 3 networks") for line in lines)
+    for line in lines:
+        found = re.search(r"\+(\d+) =(\d+) -(\d+), score (\d\.\d+), Elo (\S+) \[(\S+), (\S+)\]", line)
+        assert found is not None, line
+        w, d, l, score, elo, low, high = found.groups()
+        assert f"| +{w} ={d} -{l} | {score} | {elo} [{low}, {high}] |" in section, line
+    for path in kept:
+        match = json.loads(path.read_text())
+        assert len(match["a_points"]) == 60 and (ROOT / match["run"] / "models").is_dir(), path
+
+
+def test_play_ab_changes_only_numeric_search_constants():
+    """play_ab.py's --a/--b: a numeric field of mcts is replaced (an int stays an int), anything else is refused
+    in one line, before a game is played."""
+    from alphazero_hpc.config import MCTSConfig
+
+    ab = load("play_ab")
+    changed = ab.overrides(MCTSConfig(), "c_init=1.8,fpu_reduction_root=0.25,gumbel_considered=8")
+    assert (changed.c_init, changed.fpu_reduction_root, changed.gumbel_considered) == (1.8, 0.25, 8)
+    assert isinstance(changed.gumbel_considered, int) and ab.overrides(MCTSConfig(), "") == MCTSConfig()
+    for bad in ("algorithm=puct", "bogus=1", "tree_reuse=1"):
+        with pytest.raises(SystemExit, match="not a numeric field of mcts"):
+            ab.overrides(MCTSConfig(), bad)
