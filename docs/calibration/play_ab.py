@@ -48,15 +48,20 @@ def overrides(base: MCTSConfig, spec: str) -> MCTSConfig:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
+def b_result(matches: list[dict]) -> str:
+    """B's W/D/L, score and Elo over A [95%] in the games of ``matches`` (kept matches, each A's points)."""
+    s = MatchScore.from_points(1.0 - p for m in matches for p in m["a_points"])
+    elo = s.summary()
+    return (f"+{s.wins} ={s.draws} -{s.losses}, score {s.score:.3f}, Elo {format_elo(elo['elo'], s.score)} "
+            f"[{format_elo(elo['elo_low'], 0.0)}, {format_elo(elo['elo_high'], 1.0)}]")
+
+
 def summary_line(path: Path) -> str:
     """One kept match: B's W/D/L, score and Elo over A [95%]."""
     kept = json.loads(path.read_text())
-    b_side = MatchScore.from_points(1.0 - p for p in kept["a_points"])
-    elo = b_side.summary()
     return (f"{path.name}: {kept['run']} gen {kept['generation']}, {kept['simulations']} simulations, T={kept['temperature']:g}"
             f"{', tree reuse' if kept['tree_reuse'] else ''}: B ({kept['b'] or 'as A'}) against A ({kept['a'] or 'the documented setting'}) "
-            f"+{b_side.wins} ={b_side.draws} -{b_side.losses}, score {b_side.score:.3f}, Elo "
-            f"{format_elo(elo['elo'], b_side.score)} [{format_elo(elo['elo_low'], 0.0)}, {format_elo(elo['elo_high'], 1.0)}]")
+            + b_result([kept]))
 
 
 def pooled_lines(paths: list[Path]) -> list[str]:
@@ -69,11 +74,7 @@ def pooled_lines(paths: list[Path]) -> list[str]:
     for (b, sims, temperature), matches in by_b.items():
         if len({(m["run"], m["generation"]) for m in matches}) < 2:
             continue
-        s = MatchScore.from_points(1.0 - p for m in matches for p in m["a_points"])
-        elo = s.summary()
-        lines.append(f"pooled, {len(matches)} networks, {sims} simulations, T={temperature:g}: B ({b}) +{s.wins} "
-                     f"={s.draws} -{s.losses}, score {s.score:.3f}, Elo {format_elo(elo['elo'], s.score)} "
-                     f"[{format_elo(elo['elo_low'], 0.0)}, {format_elo(elo['elo_high'], 1.0)}]")
+        lines.append(f"pooled, {len(matches)} networks, {sims} simulations, T={temperature:g}: B ({b}) " + b_result(matches))
     return lines
 
 
