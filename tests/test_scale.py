@@ -329,7 +329,10 @@ def test_climb_with_jobs_says_each_block_as_it_ends_not_when_its_round_does():
     climb("net", rungs, play_block, target=75.0, max_games=400, echo=echo, jobs=2)
     assert lines[0] == f"  2 blocks at once: 10 games vs {low.name}, 10 games vs {high.name}", lines
     ended = [line for line in lines if line.startswith("  vs ")]
-    assert ended[0].startswith(f"  vs {low.name} (") and ended[1].startswith(f"  vs {high.name} ("), lines
+    # the upper probe's line comes after the lower one's, not necessarily next: the probe started when the lower one
+    # ended may end first (threads are scheduled as the machine pleases)
+    assert ended[0].startswith(f"  vs {low.name} ("), lines
+    assert any(line.startswith(f"  vs {high.name} (") for line in ended[1:]), lines
 
 
 def test_climb_with_jobs_probes_again_as_soon_as_one_probe_settles_the_bracket():
