@@ -285,7 +285,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # target moves toward q by at most ~5 logits instead of ~51, so the prior keeps its ranking of close moves. At the
     # documented play setting the networks rate +105 and +142 higher with their priors flattened at play (T=3): the
     # recipe's one-hot targets make priors too sharp for PUCT. 4x64-cs01 rated level with its base at 1 CPU-hour
-    # (670 against 642-701) when ratings were at Gumbel 96, a search that reads the prior's top 16 moves alike
+    # (670 against 642-701) when ratings were at Gumbel 96, a search that reads the prior's top 16 moves alike.
+    # Measured on a Zen 4 (2026-12-07, seed 23): 85 generations, 489 k positions in 2.006 CPU-hours, 750 [648, 853]
+    # at PUCT 1600, T=3, tree reuse, against 964 for 6x64-rr2 (seed 22) on the same CPU model and the twelve runs'
+    # 985: a clear loss, and its priors end sharper, not flatter (mean top-move probability 0.565 against 0.483 on
+    # seed 22's own games): a target that only nudges the prior lets the prior sharpen on itself
     "6x64-cs01": (*_RECIPE, "mcts.gumbel_c_scale=0.1"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
