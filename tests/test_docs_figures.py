@@ -182,3 +182,7 @@ def test_play_ab_changes_only_numeric_search_constants():
     for bad in ("algorithm=puct", "bogus=1", "tree_reuse=1"):
         with pytest.raises(SystemExit, match="not a numeric field of mcts"):
             ab.overrides(MCTSConfig(), bad)
+    for bad, why in (("gumbel_considered=8.5", "expected int"), ("c_init=abc", "expected float"),
+                     ("c_init=-1", "must be > 0")):  # read and checked as --set mcts.KEY=VALUE is
+        with pytest.raises(SystemExit, match=why):
+            ab.overrides(MCTSConfig(), bad)

@@ -20,9 +20,11 @@ import argparse
 import dataclasses
 import json
 import time
+import typing
 from pathlib import Path
 
-from alphazero_hpc.config import MCTSConfig, with_algorithm
+from alphazero_hpc.config import MCTSConfig, config_from_dict, parse_override, with_algorithm
+from alphazero_hpc.errors import ConfigError
 from alphazero_hpc.evaluate.elo import MatchScore, format_elo
 from alphazero_hpc.evaluate.match import GameOutcome, book_openings, play_match
 from alphazero_hpc.evaluate.players import NetPlayer
@@ -37,15 +39,19 @@ ADJUDICATE = 3
 
 
 def overrides(base: MCTSConfig, spec: str) -> MCTSConfig:
-    """``base`` with the numeric fields of ``spec`` ("c_init=1.8,fpu_reduction=0.5") replaced."""
-    fields = {f.name: f for f in dataclasses.fields(MCTSConfig)}
-    changes: dict[str, float] = {}
+    """``base`` with the numeric fields of ``spec`` ("c_init=1.8,fpu_reduction=0.5") replaced, each value read and
+    checked as ``--set mcts.KEY=VALUE`` reads and checks it."""
+    hints = typing.get_type_hints(MCTSConfig)
+    changes: dict[str, object] = {}
     for item in filter(None, spec.split(",")):
-        key, _, value = item.partition("=")
-        if key not in fields or fields[key].type not in ("float", "int"):
+        _, key, value = parse_override(f"mcts.{item}")
+        if hints.get(key) not in (float, int):
             raise SystemExit(f"play_ab.py: '{key}' is not a numeric field of mcts")
-        changes[key] = float(value) if fields[key].type == "float" else int(value)
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+        changes[key] = value
+    try:
+        return config_from_dict({"mcts": {**dataclasses.asdict(base), **changes}}).mcts
+    except ConfigError as exc:
+        raise SystemExit(f"play_ab.py: {exc}") from exc
 
 
 def b_result(matches: list[dict]) -> str:
