@@ -279,7 +279,9 @@ ARMS: dict[str, tuple[str, ...]] = {
     # leans on the prior.
     # Measured on a Zen 5 (2026-12-06, seed 21): 145 generations, 914 k positions in 2.005 CPU-hours, 1037 [941, 1133]
     # at PUCT 1600, T=3, tree reuse, against 1075 and 981 for 6x64-rr2 on the same CPU model (mean 1028) and the
-    # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain
+    # eleven runs' 987: level with the recipe on its own CPU, one run, no shown gain. Again on a Zen 4 (2026-12-07,
+    # seed 24): 86 generations, 532 k positions in 2.020 CPU-hours, 1018 [918, 1119] against 964 for the recipe's seed
+    # 22 there: two runs at a mean of 1028 against the twelve recipe runs' 985, about one standard error, not shown
     "6x64-qi": (*_RECIPE, "mcts.gumbel_root_value=improved"),
     # 6x64-rr2 with a tenth of Gumbel's sigma scale, as 4x64-cs01 was (mcts.gumbel_c_scale=0.1): the improved policy
     # target moves toward q by at most ~5 logits instead of ~51, so the prior keeps its ranking of close moves. At the
