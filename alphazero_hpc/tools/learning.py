@@ -293,6 +293,11 @@ ARMS: dict[str, tuple[str, ...]] = {
     # 985: a clear loss, and its priors end sharper, not flatter (mean top-move probability 0.565 against 0.483 on
     # seed 22's own games): a target that only nudges the prior lets the prior sharpen on itself
     "6x64-cs01": (*_RECIPE, "mcts.gumbel_c_scale=0.1"),
+    # 6x64-rr2 with self-play (and play) on the network quantized to int8 (mcts.precision=int8, net/quantize.py),
+    # trained in float32 as before. On a CPU without bf16 the recipe runs in float32 (bf16-if-native) and made 0.4x
+    # the positions of a Zen 4 in bf16 (seed 25 on a Zen 3: 162 k, 821 [708, 935]); int8 measured 1.38x float32's
+    # simulations/s there (2.19x on a Zen 4), so this buys back positions where bf16 cannot
+    "6x64-int8": (*_RECIPE, "mcts.precision=int8"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
 # after 2.02 CPU-hours, the best point at the full budget (4x64-rr1 798, 4x64-rr2 790, 4x64-rr4 755, 4x64-attacks
