@@ -69,11 +69,15 @@ def test_an_arm_s_quoted_figure_is_its_kept_ledger(network):
     """The arms run again at the full budget and kept in docs/networks (8x64-rr2, 6x64-g32m8, 6x64-qi on a Zen 5; seed
     22's last four networks averaged, 6x64-cs01 and 6x64-qi again, on a Zen 4; the recipe in float32 on a Zen 3): the figure README and
     docs/evaluation.md set against the recipe's is the fit of its kept games at PUCT 1600 on the shipped table, from
-    as many games as its row of docs/networks/README.md says."""
-    row = re.search(rf"^\| `{network}` .*?\((\d+) games", (ROOT / "docs" / "networks" / "README.md").read_text(), re.M)
+    as many games as its row of docs/networks/README.md says, each rung's score the one that row gives."""
+    row = re.search(rf"^\| `{network}` .*?\((\d+) games(.*)$", (ROOT / "docs" / "networks" / "README.md").read_text(), re.M)
     assert row, network
     games = [("net", rung, score) for rung, score in ledger_games(network, 1600).items()]
     assert sum(score.games for _, _, score in games) == int(row[1])
+    for _, rung, s in games:  # and each rung's score as the row gives it: greedy 10-0-0, -2 1-1-8, Stockfish skill 0 ...
+        skill = re.fullmatch(r"fairy-stockfish:skill=(-\d+),depth=1", rung)
+        label = "greedy" if rung == "greedy" else skill[1] if skill else "Stockfish skill 0 at depth 1"
+        assert re.search(rf"(?<![\w-]){re.escape(label)} {s.wins}-{s.draws}-{s.losses}\b", row[2]), (network, rung, s)
     r = scale_fit(games, load_scale())["net"]
     figure = f"{r.elo:.0f} [{r.low:.0f}, {r.high:.0f}]"
     for doc in (("README.md",), ("docs", "evaluation.md"), ("docs", "networks", "README.md")):
