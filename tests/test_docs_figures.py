@@ -64,10 +64,11 @@ def test_the_supervised_network_s_transcribed_games_are_its_ledger(recompute):
 
 
 @pytest.mark.parametrize("network", ["arm-8x64-seed19", "arm-g32m8-seed20", "arm-qi-seed21", "swa4-seed22",
-                                     "arm-cs01-seed23", "arm-qi-seed24", "learn-seed25"])
+                                     "arm-cs01-seed23", "arm-qi-seed24", "learn-seed25",
+                                     "arm-int8-seed26"])
 def test_an_arm_s_quoted_figure_is_its_kept_ledger(network):
     """The arms run again at the full budget and kept in docs/networks (8x64-rr2, 6x64-g32m8, 6x64-qi on a Zen 5; seed
-    22's last four networks averaged, 6x64-cs01 and 6x64-qi again, on a Zen 4; the recipe in float32 on a Zen 3): the figure README and
+    22's last four networks averaged, 6x64-cs01 and 6x64-qi again, on a Zen 4; the recipe in float32 and in int8 on a Zen 3): the figure README and
     docs/evaluation.md set against the recipe's is the fit of its kept games at PUCT 1600 on the shipped table, from
     as many games as its row of docs/networks/README.md says, each rung's score the one that row gives."""
     row = re.search(rf"^\| `{network}` .*?\((\d+) games(.*)$", (ROOT / "docs" / "networks" / "README.md").read_text(), re.M)
