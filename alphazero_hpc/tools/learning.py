@@ -295,10 +295,10 @@ ARMS: dict[str, tuple[str, ...]] = {
     "6x64-cs01": (*_RECIPE, "mcts.gumbel_c_scale=0.1"),
     # 6x64-rr2 with self-play (and play) on the network quantized to int8 (mcts.precision=int8, net/quantize.py),
     # trained in float32 as before. On a CPU without bf16 the recipe runs in float32 (bf16-if-native) and made 0.4x
-    # the positions of a Zen 4 in bf16 (seed 25 on a Zen 3: 162 k, 821 [708, 935]); int8 measured 1.38x float32's
+    # the positions of a Zen 4 in bf16 (seed 25 on a Zen 3: 162 k, 808 [708, 907]); int8 measured 1.38x float32's
     # simulations/s there (2.19x on a Zen 4), so this buys back positions where bf16 cannot.
     # Measured on that Zen 3 (2026-12-07, seed 26): 33 generations, 205 k positions in 2.065 CPU-hours, 941 [841, 1040] at
-    # PUCT 1600, T=3, tree reuse, in int8 (100 games), against 821 [708, 935] for seed 25 in float32 there
+    # PUCT 1600, T=3, tree reuse, in int8 (100 games), against 808 [708, 907] for seed 25 in float32 there
     "6x64-int8": (*_RECIPE, "mcts.precision=int8"),
 }
 # configs/learn.yaml is this arm (issue 28: the config becomes the best arm measured on the scale): 813 [723, 904]
